@@ -1,0 +1,2 @@
+DROP TABLE entities;
+DROP TABLE tables;

@@ -1,0 +1,2 @@
+DROP TABLE service_properties;
+DROP TABLE table_acls;
