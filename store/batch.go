@@ -1,0 +1,218 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgtables/pgtables/odata"
+)
+
+// BatchError reports the operation of an entity group transaction that
+// failed; nothing of the batch was written.
+type BatchError struct {
+	Index int // 0-based position of the failing operation
+	Err   error
+}
+
+func (e *BatchError) Error() string { return fmt.Sprintf("batch operation %d: %v", e.Index, e.Err) }
+
+// Unwrap returns the operation's error.
+func (e *BatchError) Unwrap() error { return e.Err }
+
+// maxBatchAttempts bounds how often a batch that lost a serialization
+// conflict is run again before the client is told to retry.
+const maxBatchAttempts = 12
+
+// Batch runs the writes of an entity group transaction on one table, all or
+// nothing, in one SERIALIZABLE transaction: no reader ever sees part of it
+// and concurrent batches behave as if run one after another. All writes
+// share one Timestamp. Serialization failures and deadlocks are retried
+// here, invisibly to the client, a bounded number of times with jitter.
+// A failing write is reported as a *BatchError.
+func (s *Store) Batch(ctx context.Context, account, table string, writes []Write) ([]Result, error) {
+	obs := s.observer()
+	obs.BatchRun(len(writes))
+	var lastErr error
+	for attempt := 0; attempt < maxBatchAttempts; attempt++ {
+		if attempt > 0 {
+			obs.BatchRetried()
+			// Full jitter, growing to ~50 ms, keeps colliding batches from
+			// colliding again in lockstep.
+			backoff := time.Duration(rand.Int64N(int64(time.Millisecond) << min(attempt, 6)))
+			select {
+			case <-ctx.Done():
+				return nil, classify(fmt.Errorf("batch: %w", ctx.Err()))
+			case <-time.After(backoff):
+			}
+		}
+		results, err := s.batchOnce(ctx, account, table, writes)
+		if err == nil || !retryable(err) {
+			return results, err
+		}
+		lastErr = err
+	}
+	return nil, fmt.Errorf("%w: batch kept conflicting: %w", ErrUnavailable, lastErr)
+}
+
+const (
+	// Batches on one partition take a transaction-scoped lock on it first,
+	// so that they queue instead of failing each other's serializable
+	// reads and being retried over and over. Single-entity writes do not
+	// take it; a batch that conflicts with one of them is retried as a
+	// whole (see Batch).
+	sqlLockPartition = `SELECT pg_advisory_xact_lock($1)`
+
+	// A batch of inserts only is one statement; a conflict leaves a key
+	// out of RETURNING, and the transaction is rolled back.
+	sqlInsertMany = `
+INSERT INTO entities (table_id, pk, rk, ts, size, props)
+SELECT t.id, $3, r.rk, $4, r.size, r.props
+FROM tables t, unnest($5::text[], $6::integer[], $7::jsonb[]) AS r(rk, size, props)
+WHERE t.account = $1 AND t.lname = $2 AND t.deleted_at IS NULL
+ON CONFLICT (table_id, pk, rk) DO NOTHING
+RETURNING rk, xmin`
+)
+
+// partitionLock is the advisory lock key of a partition. A collision
+// between two partitions only makes their batches queue.
+func partitionLock(account, table, pk string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte(account))
+	h.Write([]byte{0})
+	h.Write([]byte(tableKey(table)))
+	h.Write([]byte{0})
+	h.Write([]byte(pk))
+	return int64(h.Sum64())
+}
+
+func (s *Store) batchOnce(ctx context.Context, account, table string, writes []Write) ([]Result, error) {
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable})
+	if err != nil {
+		return nil, classify(fmt.Errorf("begin batch: %w", err))
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
+	now := s.ticks()
+	lock := partitionLock(account, table, writes[0].PartitionKey)
+	var results []Result
+	if insertsOnly(writes) {
+		results, err = s.insertMany(ctx, tx, account, table, writes, now, lock)
+	} else {
+		results, err = s.writeEach(ctx, tx, account, table, writes, now, lock)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		if retryable(err) {
+			return nil, err
+		}
+		return nil, classify(fmt.Errorf("commit batch: %w", err))
+	}
+	return results, nil
+}
+
+// batchFailure sorts an error of a batch's statement: a conflict to retry,
+// a database outage, or the failure of operation i.
+func batchFailure(i int, err error) error {
+	switch {
+	case retryable(err):
+		return err
+	case unavailable(err):
+		return classify(err)
+	}
+	return &BatchError{Index: i, Err: err}
+}
+
+func (s *Store) writeEach(ctx context.Context, tx pgx.Tx, account, table string, writes []Write, now, lock int64) ([]Result, error) {
+	if _, err := tx.Exec(ctx, sqlLockPartition, lock); err != nil {
+		return nil, batchFailure(0, fmt.Errorf("lock partition: %w", err))
+	}
+	results := make([]Result, len(writes))
+	for i := range writes {
+		res, err := s.write(ctx, tx, account, table, &writes[i], now)
+		if err != nil {
+			return nil, batchFailure(i, err)
+		}
+		results[i] = res
+	}
+	return results, nil
+}
+
+func insertsOnly(writes []Write) bool {
+	for i := range writes {
+		if writes[i].Op != OpInsert {
+			return false
+		}
+	}
+	return true
+}
+
+// insertMany runs a batch of inserts as one statement, sent together with
+// the partition lock: one round trip between BEGIN and COMMIT.
+func (s *Store) insertMany(ctx context.Context, tx pgx.Tx, account, table string, writes []Write, now, lock int64) ([]Result, error) {
+	pk := writes[0].PartitionKey
+	rks := make([]string, len(writes))
+	sizes := make([]int32, len(writes))
+	props := make([][]byte, len(writes))
+	for i := range writes {
+		w := &writes[i]
+		rks[i] = w.RowKey
+		sizes[i] = int32(odata.EntitySize(pk, w.RowKey, w.Properties))
+		props[i] = odata.AppendStored(nil, w.Properties)
+	}
+	b := &pgx.Batch{}
+	b.Queue(sqlLockPartition, lock)
+	b.Queue(sqlInsertMany, account, tableKey(table), pk, now, rks, sizes, props)
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return nil, batchFailure(0, fmt.Errorf("lock partition: %w", err))
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, batchFailure(0, fmt.Errorf("insert entities: %w", err))
+	}
+	inserted := make(map[string]uint32, len(writes))
+	var rk string
+	var xmin uint32
+	if _, err := pgx.ForEachRow(rows, []any{&rk, &xmin}, func() error {
+		inserted[rk] = xmin
+		return nil
+	}); err != nil {
+		return nil, batchFailure(0, fmt.Errorf("insert entities: %w", err))
+	}
+	if err := br.Close(); err != nil {
+		return nil, batchFailure(0, fmt.Errorf("insert entities: %w", err))
+	}
+	if len(inserted) == 0 {
+		ok, err := s.tableExists(ctx, tx, account, table)
+		if err != nil {
+			return nil, batchFailure(0, err)
+		}
+		if !ok {
+			return nil, &BatchError{Index: 0, Err: ErrTableNotFound}
+		}
+	}
+	results := make([]Result, len(writes))
+	for i := range writes {
+		x, ok := inserted[writes[i].RowKey]
+		if !ok {
+			return nil, &BatchError{Index: i, Err: ErrEntityExists}
+		}
+		results[i] = Result{Timestamp: now, ETag: formatETag(now, x, pk, writes[i].RowKey)}
+	}
+	return results, nil
+}
+
+// IsBatchError returns the failing operation of a batch error.
+func IsBatchError(err error) (*BatchError, bool) {
+	var be *BatchError
+	ok := errors.As(err, &be)
+	return be, ok
+}

@@ -1,0 +1,193 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// A combiner coalesces concurrent single-statement operations into
+// pipelined round trips. While fewer than its limit of round trips are in
+// flight, a statement goes out at once, alone: no added latency. Once the
+// limit is reached, statements that arrive queue up, and the next free
+// slot sends all of them as one pgx.Batch on one connection: one network
+// write, one wakeup of the database and, for writes, one commit for many
+// requests (a group commit). Under load this makes the database's work per
+// request, not round trips and commits, the limit.
+//
+// A batch runs in one implicit transaction, so its statements see each
+// other's effects in the order sent, as if run one after another; they are
+// concurrent requests, so any order is a valid one. Writes are sent in key
+// order, so two batches always take row locks in the same order and cannot
+// deadlock each other. Nothing is reported before the batch has committed.
+// When a statement fails, the implicit transaction is rolled back entirely
+// and every statement of the batch runs again on its own; when the
+// connection fails, every statement gets the error (as a lone statement
+// would), since whether the batch committed is unknown.
+type combiner struct {
+	pool interface {
+		SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
+	}
+	alone querier // runs a statement by itself
+	limit int     // round trips in flight at once
+	// ceiling bounds the round trips in flight when they stall: a round
+	// trip waiting for a row lock must not hold up every other request.
+	ceiling int
+
+	mu       sync.Mutex
+	inflight int
+	pending  []*combined
+	progress time.Time // when a round trip last started or ended
+}
+
+// combined is one statement waiting for its round trip.
+type combined struct {
+	key  string // sort key: statements are sent in this order
+	sql  string
+	args []any
+	scan []any // QueryRow's destinations; nil: Exec
+	tag  pgconn.CommandTag
+	err  error
+	done chan struct{}
+}
+
+const (
+	// combineTimeout bounds a shared round trip, which outlives the
+	// requests that wait for it.
+	combineTimeout = 30 * time.Second
+	// combineStall is how long round trips may all be in flight without
+	// one ending before a statement gets a round trip beyond the limit.
+	combineStall = 50 * time.Millisecond
+)
+
+func newCombiner(s *Store, limit, ceiling int) *combiner {
+	limit = max(limit, 1)
+	return &combiner{pool: s.pool, alone: s.pool, limit: limit, ceiling: max(ceiling, limit), progress: time.Now()}
+}
+
+// queryRow runs sql and scans its one row into dest, as QueryRow().Scan.
+func (c *combiner) queryRow(ctx context.Context, key, sql string, args []any, dest ...any) error {
+	op := &combined{key: key, sql: sql, args: args, scan: dest, done: make(chan struct{})}
+	return c.submit(ctx, op)
+}
+
+// exec runs sql, as Exec.
+func (c *combiner) exec(ctx context.Context, key, sql string, args []any) (pgconn.CommandTag, error) {
+	op := &combined{key: key, sql: sql, args: args, done: make(chan struct{})}
+	err := c.submit(ctx, op)
+	return op.tag, err
+}
+
+func (c *combiner) submit(ctx context.Context, op *combined) error {
+	c.mu.Lock()
+	now := time.Now()
+	if c.inflight < c.limit || c.inflight < c.ceiling && now.Sub(c.progress) > combineStall {
+		c.inflight++
+		c.progress = now
+		batch := append(c.pending, op)
+		c.pending = nil
+		c.mu.Unlock()
+		if len(batch) == 1 {
+			// Alone: the caller's own deadline applies, as without us.
+			c.sendAlone(ctx, op)
+			close(op.done)
+			c.next(ctx)
+			return op.err
+		}
+		go c.run(ctx, batch)
+	} else {
+		c.pending = append(c.pending, op)
+		c.mu.Unlock()
+	}
+	select {
+	case <-op.done:
+		return op.err
+	case <-ctx.Done():
+		// The statement still runs with its batch; its outcome is lost, as
+		// a lone statement's is when its client goes away.
+		return ctx.Err()
+	}
+}
+
+// run sends batch, which serves several requests: one of them giving up
+// must not cancel it. Then it hands its slot on.
+func (c *combiner) run(ctx context.Context, batch []*combined) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), combineTimeout)
+	c.send(sctx, batch)
+	cancel()
+	c.next(ctx)
+}
+
+// next hands a finished round trip's slot to the statements that queued
+// meanwhile, or frees it.
+func (c *combiner) next(ctx context.Context) {
+	c.mu.Lock()
+	c.progress = time.Now()
+	batch := c.pending
+	c.pending = nil
+	if len(batch) == 0 {
+		c.inflight--
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	go c.run(ctx, batch)
+}
+
+func (c *combiner) send(ctx context.Context, batch []*combined) {
+	defer func() {
+		for _, op := range batch {
+			close(op.done)
+		}
+	}()
+	if len(batch) == 1 {
+		c.sendAlone(ctx, batch[0])
+		return
+	}
+	slices.SortStableFunc(batch, func(a, b *combined) int { return cmp.Compare(a.key, b.key) })
+	b := &pgx.Batch{}
+	for _, op := range batch {
+		b.Queue(op.sql, op.args...)
+	}
+	br := c.pool.SendBatch(ctx, b)
+	var failed error
+	for _, op := range batch {
+		if op.scan != nil {
+			op.err = br.QueryRow().Scan(op.scan...)
+		} else {
+			op.tag, op.err = br.Exec()
+		}
+		if op.err != nil && !errors.Is(op.err, pgx.ErrNoRows) && failed == nil {
+			failed = op.err
+		}
+	}
+	if err := br.Close(); err != nil && failed == nil {
+		failed = err
+	}
+	switch {
+	case failed == nil:
+	case unavailable(failed):
+		for _, op := range batch {
+			op.err = failed
+		}
+	default:
+		// A statement failed and took the batch's transaction with it.
+		for _, op := range batch {
+			c.sendAlone(ctx, op)
+		}
+	}
+}
+
+func (c *combiner) sendAlone(ctx context.Context, op *combined) {
+	if op.scan != nil {
+		op.tag, op.err = pgconn.CommandTag{}, c.alone.QueryRow(ctx, op.sql, op.args...).Scan(op.scan...)
+	} else {
+		op.tag, op.err = c.alone.Exec(ctx, op.sql, op.args...)
+	}
+}

@@ -1,0 +1,396 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/pgtables/pgtables/odata"
+)
+
+// Every statement finds its table through the live name, so an entity of a
+// deleted (still purging) table can never be read or written.
+const liveTable = `(SELECT id FROM tables WHERE account = $1 AND lname = $2 AND deleted_at IS NULL)`
+
+const (
+	sqlInsert = `
+INSERT INTO entities (table_id, pk, rk, ts, size, props)
+SELECT id, $3, $4, $5, $6, $7 FROM tables WHERE account = $1 AND lname = $2 AND deleted_at IS NULL
+ON CONFLICT (table_id, pk, rk) DO NOTHING
+RETURNING xmin`
+
+	sqlUpsertReplace = `
+INSERT INTO entities (table_id, pk, rk, ts, size, props)
+SELECT id, $3, $4, $5, $6, $7 FROM tables WHERE account = $1 AND lname = $2 AND deleted_at IS NULL
+ON CONFLICT (table_id, pk, rk) DO UPDATE
+SET props = excluded.props, size = excluded.size, ts = GREATEST(excluded.ts, entities.ts + 1)
+RETURNING xmin, ts`
+
+	// The merged size is bounded by old size + added size; when that bound
+	// or the property count would break a limit, the statement changes
+	// nothing and the exact check runs in mergeSlow.
+	sqlUpsertMerge = `
+INSERT INTO entities (table_id, pk, rk, ts, size, props)
+SELECT id, $3, $4, $5, $6, $7 FROM tables WHERE account = $1 AND lname = $2 AND deleted_at IS NULL
+ON CONFLICT (table_id, pk, rk) DO UPDATE
+SET props = entities.props || excluded.props, size = entities.size + $8, ts = GREATEST(excluded.ts, entities.ts + 1)
+WHERE entities.size + $8 <= 1048576
+  AND (SELECT count(*) FROM jsonb_object_keys(entities.props || excluded.props)) <= 252
+RETURNING xmin, ts`
+
+	sqlReplace = `
+UPDATE entities SET props = $5, size = $6, ts = GREATEST($7, ts + 1)
+WHERE table_id = ` + liveTable + ` AND pk = $3 AND rk = $4`
+
+	sqlMerge = `
+UPDATE entities SET props = props || $5, size = size + $6, ts = GREATEST($7, ts + 1)
+WHERE table_id = ` + liveTable + ` AND pk = $3 AND rk = $4
+  AND size + $6 <= 1048576
+  AND (SELECT count(*) FROM jsonb_object_keys(props || $5)) <= 252`
+
+	sqlDelete = `
+DELETE FROM entities WHERE table_id = ` + liveTable + ` AND pk = $3 AND rk = $4`
+
+	// Appended to sqlReplace, sqlMerge (after $8) and sqlDelete (after $5)
+	// for If-Match with an ETag: the version check is part of the write.
+	sqlVersionReplace = ` AND ts = $8 AND xmin = $9`
+	sqlVersionDelete  = ` AND ts = $5 AND xmin = $6`
+	sqlReturning      = ` RETURNING xmin, ts`
+
+	// One round trip tells a missing table from a missing entity.
+	sqlGet = `
+SELECT t.id, e.ts, e.xmin, e.props FROM tables t
+LEFT JOIN entities e ON e.table_id = t.id AND e.pk = $3 AND e.rk = $4
+WHERE t.account = $1 AND t.lname = $2 AND t.deleted_at IS NULL`
+
+	sqlLockEntity = `
+SELECT ts, xmin, props FROM entities WHERE table_id = $1 AND pk = $2 AND rk = $3 FOR UPDATE`
+
+	sqlLiveTableID = `
+SELECT id FROM tables WHERE account = $1 AND lname = $2 AND deleted_at IS NULL`
+
+	sqlInsertByID = `
+INSERT INTO entities (table_id, pk, rk, ts, size, props) VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (table_id, pk, rk) DO NOTHING
+RETURNING xmin`
+
+	sqlUpdateByID = `
+UPDATE entities SET props = $4, size = $5, ts = GREATEST($6, ts + 1)
+WHERE table_id = $1 AND pk = $2 AND rk = $3
+RETURNING xmin, ts`
+)
+
+// Op is the kind of an entity write.
+type Op uint8
+
+// The entity writes. Replace and Merge without a condition are the upserts
+// (Insert Or Replace, Insert Or Merge).
+const (
+	OpInsert Op = iota + 1
+	OpReplace
+	OpMerge
+	OpDelete
+)
+
+// Write is one entity write: an operation on one entity of a table.
+type Write struct {
+	Op           Op
+	PartitionKey string
+	RowKey       string
+	Properties   []odata.Property // Insert, Replace, Merge; validated by the caller
+	Match        Match            // If-Match; required (not matchNone) for Delete
+}
+
+// Result is what a successful write produced.
+type Result struct {
+	Timestamp int64 // ticks
+	ETag      string
+}
+
+// Write performs one entity write in account's table.
+func (s *Store) Write(ctx context.Context, account, table string, w *Write) (Result, error) {
+	return s.write(ctx, s.pool, account, table, w, s.ticks())
+}
+
+func (s *Store) write(ctx context.Context, q querier, account, table string, wr *Write, now int64) (Result, error) {
+	lt := tableKey(table)
+	w := *wr
+	w.Match = w.Match.forKeys(w.PartitionKey, w.RowKey)
+	switch w.Op {
+	case OpInsert:
+		return s.insert(ctx, q, account, lt, &w, now)
+	case OpReplace:
+		return s.replace(ctx, q, account, lt, &w, now)
+	case OpMerge:
+		return s.merge(ctx, q, account, lt, &w, now)
+	case OpDelete:
+		return s.delete(ctx, q, account, lt, &w)
+	}
+	return Result{}, fmt.Errorf("write: unknown op %d", w.Op)
+}
+
+func (s *Store) insert(ctx context.Context, q querier, account, lt string, w *Write, now int64) (Result, error) {
+	props := odata.AppendStored(nil, w.Properties)
+	size := odata.EntitySize(w.PartitionKey, w.RowKey, w.Properties)
+	var xmin uint32
+	err := s.writeRow(ctx, q, account, lt, w, sqlInsert, []any{account, lt, w.PartitionKey, w.RowKey, now, size, props}, &xmin)
+	if errors.Is(err, pgx.ErrNoRows) {
+		ok, err := s.tableExists(ctx, q, account, lt)
+		switch {
+		case err != nil:
+			return Result{}, err
+		case !ok:
+			return Result{}, ErrTableNotFound
+		}
+		return Result{}, ErrEntityExists
+	}
+	if err != nil {
+		return Result{}, classify(fmt.Errorf("insert entity: %w", err))
+	}
+	return Result{Timestamp: now, ETag: formatETag(now, xmin, w.PartitionKey, w.RowKey)}, nil
+}
+
+func (s *Store) replace(ctx context.Context, q querier, account, lt string, w *Write, now int64) (Result, error) {
+	props := odata.AppendStored(nil, w.Properties)
+	size := odata.EntitySize(w.PartitionKey, w.RowKey, w.Properties)
+	var sql string
+	var args []any
+	switch w.Match.kind {
+	case matchNone:
+		sql, args = sqlUpsertReplace, []any{account, lt, w.PartitionKey, w.RowKey, now, size, props}
+	case matchAny:
+		sql, args = sqlReplace+sqlReturning, []any{account, lt, w.PartitionKey, w.RowKey, props, size, now}
+	case matchETag:
+		sql, args = sqlReplace+sqlVersionReplace+sqlReturning, []any{account, lt, w.PartitionKey, w.RowKey, props, size, now, w.Match.ts, w.Match.xmin}
+	default:
+		return Result{}, s.whyNot(ctx, q, account, lt, w.PartitionKey, w.RowKey)
+	}
+	res, err := s.writeResult(ctx, q, account, lt, w, sql, args)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Result{}, s.whyNot(ctx, q, account, lt, w.PartitionKey, w.RowKey)
+	}
+	if err != nil {
+		return Result{}, classify(fmt.Errorf("replace entity: %w", err))
+	}
+	return res, nil
+}
+
+func (s *Store) merge(ctx context.Context, q querier, account, lt string, w *Write, now int64) (Result, error) {
+	props := odata.AppendStored(nil, w.Properties)
+	added := odata.PropertiesSize(w.Properties)
+	var sql string
+	var args []any
+	switch w.Match.kind {
+	case matchNone:
+		size := odata.EntitySize(w.PartitionKey, w.RowKey, w.Properties)
+		sql, args = sqlUpsertMerge, []any{account, lt, w.PartitionKey, w.RowKey, now, size, props, added}
+	case matchAny:
+		sql, args = sqlMerge+sqlReturning, []any{account, lt, w.PartitionKey, w.RowKey, props, added, now}
+	case matchETag:
+		sql, args = sqlMerge+sqlVersionReplace+sqlReturning, []any{account, lt, w.PartitionKey, w.RowKey, props, added, now, w.Match.ts, w.Match.xmin}
+	default:
+		return Result{}, s.whyNot(ctx, q, account, lt, w.PartitionKey, w.RowKey)
+	}
+	res, err := s.writeResult(ctx, q, account, lt, w, sql, args)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// Missing table or entity, a stale ETag, or a merged entity that
+		// may break a limit: the careful path tells which.
+		return s.mergeSlow(ctx, q, account, lt, w, now)
+	}
+	if err != nil {
+		return Result{}, classify(fmt.Errorf("merge entity: %w", err))
+	}
+	return res, nil
+}
+
+// mergeSlow merges under a row lock, checking the merged entity exactly.
+func (s *Store) mergeSlow(ctx context.Context, q querier, account, lt string, w *Write, now int64) (Result, error) {
+	var res Result
+	err := inTx(ctx, s.pool, q, func(tx pgx.Tx) error {
+		var tableID int64
+		if err := tx.QueryRow(ctx, sqlLiveTableID, account, lt).Scan(&tableID); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return ErrTableNotFound
+			}
+			return err
+		}
+		for {
+			var ts int64
+			var xmin uint32
+			var stored []byte
+			err := tx.QueryRow(ctx, sqlLockEntity, tableID, w.PartitionKey, w.RowKey).Scan(&ts, &xmin, &stored)
+			if errors.Is(err, pgx.ErrNoRows) {
+				if w.Match.Conditional() {
+					return ErrEntityNotFound
+				}
+				if err := odata.CheckEntity(w.PartitionKey, w.RowKey, w.Properties); err != nil {
+					return err
+				}
+				size := odata.EntitySize(w.PartitionKey, w.RowKey, w.Properties)
+				err := tx.QueryRow(ctx, sqlInsertByID, tableID, w.PartitionKey, w.RowKey, now, size, odata.AppendStored(nil, w.Properties)).Scan(&xmin)
+				if errors.Is(err, pgx.ErrNoRows) {
+					continue // inserted meanwhile by someone else: merge into it
+				}
+				if err != nil {
+					return err
+				}
+				res = Result{Timestamp: now, ETag: formatETag(now, xmin, w.PartitionKey, w.RowKey)}
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			switch w.Match.kind {
+			case matchNever:
+				return ErrConditionNotMet
+			case matchETag:
+				if w.Match.ts != ts || w.Match.xmin != xmin {
+					return ErrConditionNotMet
+				}
+			}
+			merged, err := odata.DecodeStored(stored, nil)
+			if err != nil {
+				return fmt.Errorf("decode stored entity: %w", err)
+			}
+			merged = mergeProperties(merged, w.Properties)
+			if err := odata.CheckEntity(w.PartitionKey, w.RowKey, merged); err != nil {
+				return err
+			}
+			size := odata.EntitySize(w.PartitionKey, w.RowKey, merged)
+			res, err = s.writeResult(ctx, tx, account, lt, w, sqlUpdateByID, []any{tableID, w.PartitionKey, w.RowKey, odata.AppendStored(nil, merged), size, now})
+			return err
+		}
+	})
+	if err != nil {
+		return Result{}, classify(fmt.Errorf("merge entity: %w", err))
+	}
+	return res, nil
+}
+
+// mergeProperties overlays add on props: same names are replaced, new names
+// appended.
+func mergeProperties(props, add []odata.Property) []odata.Property {
+	for _, p := range add {
+		found := false
+		for i := range props {
+			if props[i].Name == p.Name {
+				props[i].Value = p.Value
+				found = true
+				break
+			}
+		}
+		if !found {
+			props = append(props, p)
+		}
+	}
+	return props
+}
+
+func (s *Store) delete(ctx context.Context, q querier, account, lt string, w *Write) (Result, error) {
+	var sql string
+	args := []any{account, lt, w.PartitionKey, w.RowKey}
+	switch w.Match.kind {
+	case matchAny:
+		sql = sqlDelete
+	case matchETag:
+		sql = sqlDelete + sqlVersionDelete
+		args = append(args, w.Match.ts, w.Match.xmin)
+	default:
+		return Result{}, s.whyNot(ctx, q, account, lt, w.PartitionKey, w.RowKey)
+	}
+	var tag pgconn.CommandTag
+	var err error
+	if q == querier(s.pool) {
+		tag, err = s.writes.exec(ctx, writeKey(account, lt, w), sql, args)
+	} else {
+		tag, err = q.Exec(ctx, sql, args...)
+	}
+	if err != nil {
+		return Result{}, classify(fmt.Errorf("delete entity: %w", err))
+	}
+	if tag.RowsAffected() == 0 {
+		return Result{}, s.whyNot(ctx, q, account, lt, w.PartitionKey, w.RowKey)
+	}
+	return Result{}, nil
+}
+
+// whyNot explains a conditional write that changed nothing: the table is
+// missing, the entity is missing, or the ETag did not match.
+func (s *Store) whyNot(ctx context.Context, q querier, account, lt, pk, rk string) error {
+	var tableID int64
+	var ts *int64
+	var xmin *uint32
+	var props []byte
+	err := q.QueryRow(ctx, sqlGet, account, lt, pk, rk).Scan(&tableID, &ts, &xmin, &props)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return ErrTableNotFound
+	case err != nil:
+		return classify(fmt.Errorf("check entity: %w", err))
+	case ts == nil:
+		return ErrEntityNotFound
+	}
+	return ErrConditionNotMet
+}
+
+// writeRow runs a single-statement write and scans its row. Outside a
+// transaction it shares a round trip and a commit with concurrent writes
+// (see combiner); inside one it runs there.
+func (s *Store) writeRow(ctx context.Context, q querier, account, lt string, w *Write, sql string, args []any, dest ...any) error {
+	if q == querier(s.pool) {
+		return s.writes.queryRow(ctx, writeKey(account, lt, w), sql, args, dest...)
+	}
+	return q.QueryRow(ctx, sql, args...).Scan(dest...)
+}
+
+// writeResult runs a write that returns (xmin, ts).
+func (s *Store) writeResult(ctx context.Context, q querier, account, lt string, w *Write, sql string, args []any) (Result, error) {
+	var xmin uint32
+	var ts int64
+	if err := s.writeRow(ctx, q, account, lt, w, sql, args, &xmin, &ts); err != nil {
+		return Result{}, err
+	}
+	return Result{Timestamp: ts, ETag: formatETag(ts, xmin, w.PartitionKey, w.RowKey)}, nil
+}
+
+// writeKey orders the writes of a combined round trip (see combiner).
+func writeKey(account, lt string, w *Write) string {
+	return account + "\x00" + lt + "\x00" + w.PartitionKey + "\x00" + w.RowKey
+}
+
+// GetEntity reads one entity.
+func (s *Store) GetEntity(ctx context.Context, account, table, pk, rk string) (*odata.Entity, error) {
+	// Value types, not pointers, for the nullable columns of the outer
+	// join: pgx scans pointers through reflection, allocating each time.
+	var tableID int64
+	var ts pgtype.Int8
+	var xmin pgtype.Uint32
+	var props []byte
+	err := s.reads.queryRow(ctx, "", sqlGet, []any{account, tableKey(table), pk, rk}, &tableID, &ts, &xmin, &props)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, ErrTableNotFound
+	case err != nil:
+		return nil, classify(fmt.Errorf("get entity: %w", err))
+	case !ts.Valid:
+		return nil, ErrEntityNotFound
+	}
+	// The properties stay in their stored form: the encoder writes them
+	// from it (see odata.Entity).
+	return &odata.Entity{PartitionKey: pk, RowKey: rk, Timestamp: ts.Int64, ETag: formatETag(ts.Int64, xmin.Uint32, pk, rk), Stored: props}, nil
+}
+
+// inTx runs fn in q if q already is a transaction, else in a new
+// transaction on pool.
+func inTx(ctx context.Context, pool interface {
+	Begin(context.Context) (pgx.Tx, error)
+}, q querier, fn func(pgx.Tx) error) error {
+	if tx, ok := q.(pgx.Tx); ok {
+		return fn(tx)
+	}
+	return pgx.BeginFunc(ctx, pool, fn)
+}

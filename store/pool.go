@@ -1,0 +1,64 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// LimitAcquireWait bounds how long acquiring a connection from a pool
+// built from cfg may wait, separately from the deadline of the statement
+// that needs the connection. When every connection stays busy for longer,
+// the statement fails with a deadline error, which the store reports as
+// ErrUnavailable: the client gets a retryable 503 ServerBusy instead of
+// queueing without bound. Connecting goes on in the background after the
+// wait ends (bounded by the connection's connect_timeout), so a slow
+// database still gets its connection for the next request.
+//
+// It installs a tracer on cfg.ConnConfig; a tracer already there keeps
+// tracing queries.
+func LimitAcquireWait(cfg *pgxpool.Config, wait time.Duration) {
+	if wait <= 0 {
+		return
+	}
+	cfg.ConnConfig.Tracer = &acquireLimiter{wait: wait, next: cfg.ConnConfig.Tracer}
+}
+
+// acquireLimiter is a pgxpool.AcquireTracer that puts a deadline on the
+// context Acquire runs with; the pool uses that context only to acquire.
+type acquireLimiter struct {
+	wait time.Duration
+	next pgx.QueryTracer
+}
+
+type acquireCancelKey struct{}
+
+// TraceAcquireStart implements pgxpool.AcquireTracer.
+func (l *acquireLimiter) TraceAcquireStart(ctx context.Context, _ *pgxpool.Pool, _ pgxpool.TraceAcquireStartData) context.Context {
+	ctx, cancel := context.WithTimeout(ctx, l.wait)
+	return context.WithValue(ctx, acquireCancelKey{}, cancel)
+}
+
+// TraceAcquireEnd implements pgxpool.AcquireTracer.
+func (l *acquireLimiter) TraceAcquireEnd(ctx context.Context, _ *pgxpool.Pool, _ pgxpool.TraceAcquireEndData) {
+	if cancel, ok := ctx.Value(acquireCancelKey{}).(context.CancelFunc); ok {
+		cancel()
+	}
+}
+
+// TraceQueryStart implements pgx.QueryTracer.
+func (l *acquireLimiter) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	if l.next != nil {
+		return l.next.TraceQueryStart(ctx, conn, data)
+	}
+	return ctx
+}
+
+// TraceQueryEnd implements pgx.QueryTracer.
+func (l *acquireLimiter) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryEndData) {
+	if l.next != nil {
+		l.next.TraceQueryEnd(ctx, conn, data)
+	}
+}

@@ -1,0 +1,280 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgtables/pgtables/odata"
+	"github.com/pgtables/pgtables/odata/filter"
+)
+
+// Entity queries are keyset scans of the primary key in (pk, rk) order:
+// a continuation names the next key to return.
+const (
+	sqlQueryEntities = `
+SELECT e.pk, e.rk, e.ts, e.xmin, e.props FROM entities e
+WHERE e.table_id = ` + liveTable
+	sqlFromKey   = ` AND (e.pk, e.rk) >= ($3, $4)`
+	sqlFromPK    = ` AND e.pk >= $3`
+	sqlOrderPage = ` ORDER BY e.pk, e.rk LIMIT `
+
+	// pageBytes bounds the stored bytes of one page, so that a page of
+	// large entities cannot hold the server's memory: a page may always end
+	// early with a continuation.
+	pageBytes = 8 << 20
+)
+
+// entitySchema is how filters see an entity row.
+var entitySchema = filter.Schema{
+	Strings:    map[string]string{"PartitionKey": "e.pk", "RowKey": "e.rk"},
+	Timestamp:  "e.ts",
+	Properties: "e.props",
+}
+
+// EntityQuery selects a page of entities of one table.
+type EntityQuery struct {
+	Filter *filter.Expr // nil: all entities
+	Top    int          // page size, 1..1000
+	// Continuation: start at (FromPK, FromRK), or at FromPK when only it is
+	// set.
+	FromPK, FromRK       string
+	HasFromPK, HasFromRK bool
+	// Range limits the result to the keys of a shared access signature's
+	// key range, whatever the filter and continuation ask for.
+	Range KeyRange
+}
+
+// EntityPage is one page of a query.
+type EntityPage struct {
+	Entities []odata.Entity
+	// More is set when the query continues at (NextPK, NextRK).
+	More           bool
+	NextPK, NextRK string
+}
+
+// QueryEntities returns one page of the entities of a table that match q,
+// in PartitionKey, RowKey order.
+//
+// A query is one statement: a scan of the primary key, narrowed to index
+// ranges by the filter's key conditions, returning matches only, bounded
+// by $top. When the filter has conditions the index cannot serve (other
+// properties, RowKey without its PartitionKey, ne), that statement may
+// read many rows per match, so it gets part of the scan budget: if it runs
+// out having found matches, the page ends after the last one; if it found
+// none, the page goes on as a chunked scan that spends the rest of the
+// budget and then ends, possibly empty, with a continuation. Either way no
+// request holds the database for minutes, and every page makes progress.
+func (s *Store) QueryEntities(ctx context.Context, account, table string, q EntityQuery) (*EntityPage, error) {
+	sql, args, err := queryEntitiesSQL(account, table, q)
+	if err != nil {
+		return nil, err
+	}
+	ranges, exact := filter.KeyRanges(q.Filter, "PartitionKey", "RowKey")
+	if q.Filter == nil || exact {
+		page, err := s.runPage(ctx, q.Top, sql, args)
+		if err != nil {
+			return nil, err
+		}
+		return page, s.emptyPageTable(ctx, page, account, table)
+	}
+	deadline := s.now().Add(s.opts.ScanBudget)
+	first, cancel := context.WithTimeout(ctx, s.opts.ScanFirst)
+	page, err := s.runPage(first, q.Top, sql, args)
+	cancel()
+	switch {
+	case err == nil:
+		return page, s.emptyPageTable(ctx, page, account, table)
+	case first.Err() == nil || ctx.Err() != nil:
+		return nil, err
+	case len(page.Entities) > 0:
+		// Out of time after some matches: the next page starts right after
+		// the last one. No key can hold U+0001, so the key with it appended
+		// is the least key after the last match's.
+		last := page.Entities[len(page.Entities)-1]
+		page.More, page.NextPK, page.NextRK = true, last.PartitionKey, last.RowKey+"\x01"
+		return page, nil
+	}
+	return s.scanEntities(ctx, account, table, q, ranges, deadline)
+}
+
+// queryEntitiesSQL builds the one statement of a query page.
+func queryEntitiesSQL(account, table string, q EntityQuery) (string, []any, error) {
+	sql := sqlQueryEntities
+	args := []any{account, tableKey(table)}
+	switch {
+	case q.HasFromPK && q.HasFromRK:
+		sql += sqlFromKey
+		args = append(args, q.FromPK, q.FromRK)
+	case q.HasFromPK:
+		sql += sqlFromPK
+		args = append(args, q.FromPK)
+	}
+	sql, args = q.Range.appendSQL(sql, args)
+	if q.Filter != nil {
+		cond, fargs, err := filter.Compile(q.Filter, entitySchema, len(args)+1)
+		if err != nil {
+			return "", nil, err
+		}
+		sql += " AND (" + cond + ")"
+		args = append(args, fargs...)
+	}
+	return sql + sqlOrderPage + strconv.Itoa(q.Top+1), args, nil
+}
+
+// runPage runs a page's statement and collects up to top entities and the
+// key of the one after them. When the statement fails midway, the page
+// holds what arrived before, in order, along with the error.
+func (s *Store) runPage(ctx context.Context, top int, sql string, args []any) (*EntityPage, error) {
+	page := &EntityPage{Entities: make([]odata.Entity, 0, min(top, 64))}
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return page, classify(fmt.Errorf("query entities: %w", err))
+	}
+	var (
+		pk, rk string
+		ts     int64
+		xmin   uint32
+		props  []byte
+		bytes  int
+	)
+	_, err = pgx.ForEachRow(rows, []any{&pk, &rk, &ts, &xmin, &props}, func() error {
+		if len(page.Entities) == top || (bytes > pageBytes && len(page.Entities) > 0) {
+			page.More, page.NextPK, page.NextRK = true, pk, rk
+			return errPageFull
+		}
+		bytes += len(props)
+		// pgx gives each row its own props slice, so the page may keep it.
+		page.Entities = append(page.Entities, odata.Entity{PartitionKey: pk, RowKey: rk, Timestamp: ts, ETag: formatETag(ts, xmin, pk, rk), Stored: props})
+		return nil
+	})
+	if err != nil && !errors.Is(err, errPageFull) {
+		return page, classify(fmt.Errorf("query entities: %w", err))
+	}
+	return page, nil
+}
+
+// emptyPageTable tells an empty page from a missing table.
+func (s *Store) emptyPageTable(ctx context.Context, page *EntityPage, account, table string) error {
+	if len(page.Entities) > 0 || page.More {
+		return nil
+	}
+	ok, err := s.tableExists(ctx, s.pool, account, table)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return ErrTableNotFound
+	}
+	return nil
+}
+
+// Scans read the rows of one table in key order, chunk by chunk, and mark
+// the matches; props travel only for matches.
+const (
+	sqlScanEntities = `
+SELECT e.pk, e.rk, e.ts, e.xmin, CASE WHEN (%s) THEN e.props END FROM entities e
+WHERE e.table_id = $1`
+	sqlScanFromKey = ` AND (e.pk, e.rk) >= ($2, $3)`
+	sqlScanFromPK  = ` AND e.pk >= $2`
+)
+
+// scanEntities runs a page of a filtered query as a bounded scan. ranges,
+// when not nil, is the part of the filter that the primary key serves as
+// index ranges (filter.KeyRanges); it narrows each chunk to the ranges that
+// can hold matches, and nothing else may, or a chunk would no longer bound
+// the rows read.
+func (s *Store) scanEntities(ctx context.Context, account, table string, q EntityQuery, ranges *filter.Expr, deadline time.Time) (*EntityPage, error) {
+	// All chunks of a page read one snapshot, so that a page never shows
+	// part of a batch that committed between two chunks.
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, classify(fmt.Errorf("query entities: %w", err))
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read only: nothing to keep
+	var tableID int64
+	if err := tx.QueryRow(ctx, sqlLiveTableID, account, tableKey(table)).Scan(&tableID); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, ErrTableNotFound
+		}
+		return nil, classify(fmt.Errorf("query entities: %w", err))
+	}
+	page := &EntityPage{Entities: make([]odata.Entity, 0, min(q.Top, 64))}
+	fromPK, fromRK, hasPK, hasRK := q.FromPK, q.FromRK, q.HasFromPK, q.HasFromRK
+	bytes := 0
+	for {
+		args := []any{tableID}
+		where := ""
+		switch {
+		case hasPK && hasRK:
+			where = sqlScanFromKey
+			args = append(args, fromPK, fromRK)
+		case hasPK:
+			where = sqlScanFromPK
+			args = append(args, fromPK)
+		}
+		where, args = q.Range.appendSQL(where, args)
+		if ranges != nil {
+			cond, kargs, err := filter.Compile(ranges, entitySchema, len(args)+1)
+			if err != nil {
+				return nil, err
+			}
+			where += " AND (" + cond + ")"
+			args = append(args, kargs...)
+		}
+		match, margs, err := filter.Compile(q.Filter, entitySchema, len(args)+1)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, margs...)
+		sql := fmt.Sprintf(sqlScanEntities, match) + where + sqlOrderPage + strconv.Itoa(s.opts.ScanChunk+1)
+
+		rows, err := tx.Query(ctx, sql, args...)
+		if err != nil {
+			return nil, classify(fmt.Errorf("query entities: %w", err))
+		}
+		var (
+			pk, rk  string
+			ts      int64
+			xmin    uint32
+			props   []byte
+			scanned int
+			full    bool
+		)
+		_, err = pgx.ForEachRow(rows, []any{&pk, &rk, &ts, &xmin, &props}, func() error {
+			scanned++
+			if scanned > s.opts.ScanChunk {
+				// One row past the chunk: where the next chunk starts.
+				fromPK, fromRK, hasPK, hasRK = pk, rk, true, true
+				return nil
+			}
+			if props == nil {
+				return nil
+			}
+			if len(page.Entities) == q.Top || (bytes > pageBytes && len(page.Entities) > 0) {
+				page.More, page.NextPK, page.NextRK = true, pk, rk
+				full = true
+				return errPageFull
+			}
+			bytes += len(props)
+			page.Entities = append(page.Entities, odata.Entity{PartitionKey: pk, RowKey: rk, Timestamp: ts, ETag: formatETag(ts, xmin, pk, rk), Stored: props})
+			return nil
+		})
+		if err != nil && !errors.Is(err, errPageFull) {
+			return nil, classify(fmt.Errorf("query entities: %w", err))
+		}
+		switch {
+		case full:
+			return page, nil
+		case scanned <= s.opts.ScanChunk:
+			return page, nil // the table holds no more rows in range
+		case !s.now().Before(deadline):
+			page.More, page.NextPK, page.NextRK = true, fromPK, fromRK
+			return page, nil
+		}
+	}
+}

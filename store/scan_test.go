@@ -1,0 +1,293 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgtables/pgtables/internal/testdb"
+	"github.com/pgtables/pgtables/migrations"
+	"github.com/pgtables/pgtables/odata/filter"
+)
+
+func newStoreWith(t *testing.T, opts Options) *Store {
+	t.Helper()
+	s := newStore(t)
+	return NewWithOptions(s.pool, opts)
+}
+
+// collect follows continuations to the end and returns the keys and the
+// number of pages.
+func collect(t *testing.T, s *Store, table, f string, top int) (keys []string, pages, empty int) {
+	t.Helper()
+	expr, err := filter.Parse(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := EntityQuery{Filter: expr, Top: top}
+	for pages = 1; ; pages++ {
+		page, err := s.QueryEntities(context.Background(), acct, table, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Entities) > top {
+			t.Fatalf("page of %d > top %d", len(page.Entities), top)
+		}
+		if len(page.Entities) == 0 {
+			empty++
+		}
+		for _, e := range page.Entities {
+			keys = append(keys, e.PartitionKey+"/"+e.RowKey)
+		}
+		if !page.More {
+			return keys, pages, empty
+		}
+		q.FromPK, q.FromRK, q.HasFromPK, q.HasFromRK = page.NextPK, page.NextRK, true, true
+		if pages > 10000 {
+			t.Fatal("no end to the pages")
+		}
+	}
+}
+
+func TestScanInChunks(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		opts Options
+	}{
+		{"small chunks", Options{ScanChunk: 3}},
+		{"no budget", Options{ScanChunk: 4, ScanBudget: time.Nanosecond}},
+		{"defaults", Options{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newStoreWith(t, tc.opts)
+			ctx := context.Background()
+			if err := s.CreateTable(ctx, acct, "t1"); err != nil {
+				t.Fatal(err)
+			}
+			var want, wantP1 []string
+			for p := 0; p < 4; p++ {
+				for r := 0; r < 10; r++ {
+					pk, rk := fmt.Sprintf("p%d", p), fmt.Sprintf("r%d", r)
+					if _, err := s.Write(ctx, acct, "t1", &Write{Op: OpInsert, PartitionKey: pk, RowKey: rk, Properties: props("N", r)}); err != nil {
+						t.Fatal(err)
+					}
+					if r%4 == 1 {
+						want = append(want, pk+"/"+rk)
+						if p == 1 {
+							wantP1 = append(wantP1, pk+"/"+rk)
+						}
+					}
+				}
+			}
+			for _, top := range []int{1, 2, 1000} {
+				got, pages, empty := collect(t, s, "t1", "N eq 1 or N eq 5 or N eq 9", top)
+				if strings.Join(got, " ") != strings.Join(want, " ") {
+					t.Errorf("top %d: got %v\nwant %v", top, got, want)
+				}
+				t.Logf("top %d: %d pages, %d empty", top, pages, empty)
+				got, _, _ = collect(t, s, "t1", "PartitionKey eq 'p1' and (N eq 1 or N eq 5 or N eq 9)", top)
+				if strings.Join(got, " ") != strings.Join(wantP1, " ") {
+					t.Errorf("top %d, one partition: got %v\nwant %v", top, got, wantP1)
+				}
+			}
+			if tc.opts.ScanBudget == time.Nanosecond {
+				// Out of budget after every chunk: pages end early, some
+				// with no entities and a continuation, as Azure allows.
+				_, pages, empty := collect(t, s, "t1", "N eq 9", 1000)
+				if pages < 10 || empty == 0 {
+					t.Errorf("budget of 1ns: %d pages, %d empty", pages, empty)
+				}
+			}
+		})
+	}
+}
+
+// Point, partition, range and OR-ed point filters must be index range
+// scans on the primary key, never a scan of the table.
+func TestKeyFiltersUsePrimaryKey(t *testing.T) {
+	t.Parallel()
+	dsn := testdb.New(t)
+	ctx := context.Background()
+	if err := migrations.Up(ctx, dsn); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	// Enough rows, spread over tables, that a sequential scan is never the
+	// cheap plan, and fresh statistics.
+	if _, err := pool.Exec(ctx, `
+INSERT INTO tables (account, name, lname) SELECT 'a', 't' || g, 't' || g FROM generate_series(1, 20) g;
+INSERT INTO entities (table_id, pk, rk, ts, size, props)
+SELECT t.id, 'p' || (g % 100), 'r' || g, 0, 0, '{"N": ["i32", 1]}'
+FROM tables t, generate_series(1, 2000) g;
+ANALYZE entities; ANALYZE tables;`); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{
+		"PartitionKey eq 'p1' and RowKey eq 'r101'",
+		"PartitionKey eq 'p1'",
+		"PartitionKey eq 'p1' and RowKey ge 'r1' and RowKey lt 'r2'",
+		"PartitionKey ge 'p1' and PartitionKey lt 'p2'",
+		"PartitionKey eq 'p1' and (RowKey eq 'r101' or RowKey eq 'r201')",
+		"(PartitionKey eq 'p1' and RowKey eq 'r101') or (PartitionKey eq 'p2' and RowKey eq 'r2')",
+		"'p1' eq PartitionKey",
+	} {
+		expr, err := filter.Parse(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cond, args, err := filter.Compile(expr, entitySchema, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sql := "EXPLAIN " + sqlQueryEntities + " AND (" + cond + ")" + sqlOrderPage + "1001"
+		rows, err := pool.Query(ctx, sql, append([]any{"a", "t7"}, args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan []string
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, line)
+		}
+		if rows.Err() != nil {
+			t.Fatal(rows.Err())
+		}
+		text := strings.Join(plan, "\n")
+		if !strings.Contains(text, "entities_pkey") || strings.Contains(text, "Seq Scan on entities") {
+			t.Errorf("%s:\n%s", f, text)
+		}
+	}
+}
+
+// chunkTracer runs hook once, when the second statement of a chunked scan
+// starts.
+type chunkTracer struct {
+	chunks atomic.Int32
+	hook   func()
+}
+
+func (c *chunkTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	if strings.Contains(data.SQL, "CASE WHEN") && c.chunks.Add(1) == 2 {
+		c.hook()
+	}
+	return ctx
+}
+
+func (c *chunkTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// A page read in several chunks never shows part of a batch that commits
+// between them.
+func TestScanSeesOneSnapshot(t *testing.T) {
+	t.Parallel()
+	dsn := testdb.New(t)
+	ctx := context.Background()
+	if err := migrations.Up(ctx, dsn); err != nil {
+		t.Fatal(err)
+	}
+	writer := newStoreOn(t, dsn, nil)
+	if err := writer.CreateTable(ctx, acct, "t1"); err != nil {
+		t.Fatal(err)
+	}
+	var writes []Write
+	for i := 0; i < 4; i++ {
+		rk := fmt.Sprintf("r%d", i)
+		if _, err := writer.Write(ctx, acct, "t1", &Write{Op: OpInsert, PartitionKey: "p", RowKey: rk, Properties: props("V", 0)}); err != nil {
+			t.Fatal(err)
+		}
+		writes = append(writes, Write{Op: OpMerge, PartitionKey: "p", RowKey: rk, Properties: props("V", 1), Match: MatchAny})
+	}
+	tracer := &chunkTracer{hook: func() {
+		if _, err := writer.Batch(ctx, acct, "t1", writes); err != nil {
+			t.Errorf("batch between chunks: %v", err)
+		}
+	}}
+	reader := NewWithOptions(newStoreOn(t, dsn, tracer).pool, Options{ScanChunk: 2, ScanFirst: time.Nanosecond})
+	f, err := filter.Parse("V ge 0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := reader.QueryEntities(ctx, acct, "t1", EntityQuery{Filter: f, Top: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tracer.chunks.Load() < 2 {
+		t.Fatalf("the scan ran %d chunks; the test needs two", tracer.chunks.Load())
+	}
+	seen := map[int64]int{}
+	for i := range page.Entities {
+		v, _ := page.Entities[i].Property("V")
+		seen[v.Int]++
+	}
+	if len(page.Entities) != 4 || len(seen) != 1 {
+		t.Fatalf("one page showed values %v of %d entities: part of a batch", seen, len(page.Entities))
+	}
+}
+
+func newStoreOn(t *testing.T, dsn string, tracer pgx.QueryTracer) *Store {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tracer != nil {
+		cfg.ConnConfig.Tracer = tracer
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return New(pool)
+}
+
+// A first statement cut short by its share of the budget ends the page
+// after its last match, or hands over to the chunked scan when it found
+// none; following the continuations yields every match exactly once.
+func TestScanFirstStatementCutShort(t *testing.T) {
+	t.Parallel()
+	base := newStore(t)
+	ctx := context.Background()
+	if err := base.CreateTable(ctx, acct, "t1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := base.pool.Exec(ctx, `
+INSERT INTO entities (table_id, pk, rk, ts, size, props)
+SELECT t.id, 'p' || (g % 7), 'r' || lpad(g::text, 6, '0'), 1, 0,
+       jsonb_build_object('N', jsonb_build_array('i32', g % 3), 'S', jsonb_build_array('str', repeat('x', 200)))
+FROM tables t, generate_series(1, 30000) g WHERE t.lname = 't1'`); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	rows, err := base.pool.Query(ctx, `SELECT pk || '/' || rk FROM entities WHERE props->'N'->>1 = '1' ORDER BY pk, rk`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, k)
+	}
+	s := NewWithOptions(base.pool, Options{ScanFirst: 3 * time.Millisecond, ScanChunk: 2000})
+	got, pages, _ := collect(t, s, "t1", "N eq 1", 1000)
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("got %d matches in %d pages, want %d", len(got), pages, len(want))
+	}
+	t.Logf("%d matches in %d pages", len(got), pages)
+}

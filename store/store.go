@@ -1,0 +1,169 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgtables/pgtables/odata"
+)
+
+// Errors the store reports; httpapi maps each to one Azure error code.
+var (
+	ErrTableNotFound   = errors.New("table not found")
+	ErrTableExists     = errors.New("table already exists")
+	ErrEntityNotFound  = errors.New("entity not found")
+	ErrEntityExists    = errors.New("entity already exists")
+	ErrConditionNotMet = errors.New("update condition not satisfied")
+	// ErrUnavailable means the database could not be reached or shed the
+	// work; the request had no effect and may be retried.
+	ErrUnavailable = errors.New("database unavailable")
+)
+
+// Store runs table and entity operations against PostgreSQL.
+type Store struct {
+	pool *pgxpool.Pool
+	now  func() time.Time
+	opts Options
+	// Point reads and single-entity writes share round trips under load
+	// (see combiner).
+	reads, writes *combiner
+	obs           atomic.Pointer[observerRef] // see SetObserver
+}
+
+// Options tunes a Store; zero fields take the defaults.
+type Options struct {
+	// ScanBudget bounds the time one query page spends scanning for
+	// matches of a filter that the key index cannot narrow down; then the
+	// page ends early with a continuation, as Azure's 5 s limit does.
+	ScanBudget time.Duration
+	// ScanChunk is how many rows one statement of such a scan reads.
+	ScanChunk int
+	// ScanFirst is the part of ScanBudget that a query's single statement
+	// may take before a chunked scan takes over (default: half).
+	ScanFirst time.Duration
+	// Combine is how many round trips of point reads, and how many of
+	// single-entity writes, may be in flight at once before further ones
+	// share round trips (default: an eighth of the pool, at least one).
+	Combine int
+}
+
+// Defaults for Options.
+const (
+	DefaultScanBudget = 5 * time.Second
+	DefaultScanChunk  = 5000
+)
+
+// New returns a Store on pool with default options. The schema must be
+// migrated.
+func New(pool *pgxpool.Pool) *Store { return NewWithOptions(pool, Options{}) }
+
+// NewWithOptions returns a Store on pool.
+func NewWithOptions(pool *pgxpool.Pool, opts Options) *Store {
+	if opts.ScanBudget <= 0 {
+		opts.ScanBudget = DefaultScanBudget
+	}
+	if opts.ScanChunk <= 0 {
+		opts.ScanChunk = DefaultScanChunk
+	}
+	if opts.ScanFirst <= 0 || opts.ScanFirst > opts.ScanBudget {
+		opts.ScanFirst = opts.ScanBudget / 2
+	}
+	conns := int(pool.Config().MaxConns)
+	if opts.Combine <= 0 {
+		opts.Combine = max(1, conns/8)
+	}
+	s := &Store{pool: pool, now: time.Now, opts: opts}
+	s.reads = newCombiner(s, opts.Combine, conns/2)
+	s.writes = newCombiner(s, opts.Combine, conns/2)
+	return s
+}
+
+// Pool returns the connection pool, for health checks and metrics.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return classify(fmt.Errorf("ping: %w", err))
+	}
+	return nil
+}
+
+func (s *Store) ticks() int64 { return odata.Ticks(s.now()) }
+
+// querier is what both the pool and a transaction offer.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// classify marks errors that mean "the database is not there right now" as
+// ErrUnavailable, so that clients get a retryable 503 instead of a 500.
+func classify(err error) error {
+	if err == nil || errors.Is(err, ErrUnavailable) {
+		return err
+	}
+	if unavailable(err) {
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	return err
+}
+
+func unavailable(err error) bool {
+	// Not getting a connection at all means the database is not there for
+	// us, whatever the server said when it refused (authentication, too
+	// many connections, starting up).
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &connectErr) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case pgerrcode.IsConnectionException(pgErr.Code),
+			pgerrcode.IsInsufficientResources(pgErr.Code),
+			pgErr.Code == pgerrcode.AdminShutdown,
+			pgErr.Code == pgerrcode.CrashShutdown,
+			pgErr.Code == pgerrcode.CannotConnectNow,
+			pgErr.Code == pgerrcode.QueryCanceled,
+			pgErr.Code == pgerrcode.LockNotAvailable:
+			return true
+		}
+		return false
+	}
+	// Errors without a SQLSTATE come from the connection itself: refused,
+	// reset, closed under us, or timed out.
+	var netErr net.Error
+	return errors.As(err, &netErr) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, net.ErrClosed) || errors.Is(err, pgconn.ErrConnClosed) ||
+		errors.Is(err, context.DeadlineExceeded) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) ||
+		// The request's context ended: the client went away or the server
+		// is shutting down. The work did not finish; it may be retried.
+		errors.Is(err, context.Canceled)
+}
+
+// retryable reports a transaction conflict that is worth running again.
+func retryable(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code == pgerrcode.SerializationFailure || pgErr.Code == pgerrcode.DeadlockDetected
+	}
+	return false
+}
+
+func isUniqueViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UniqueViolation
+}

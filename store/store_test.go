@@ -1,0 +1,417 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgtables/pgtables/internal/testdb"
+	"github.com/pgtables/pgtables/migrations"
+	"github.com/pgtables/pgtables/odata"
+	"github.com/pgtables/pgtables/odata/filter"
+)
+
+const acct = "acct"
+
+func newStore(t *testing.T) *Store {
+	t.Helper()
+	dsn := testdb.New(t)
+	ctx := context.Background()
+	if err := migrations.Up(ctx, dsn); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return New(pool)
+}
+
+func props(kv ...any) []odata.Property {
+	var ps []odata.Property
+	for i := 0; i < len(kv); i += 2 {
+		var v odata.Value
+		switch x := kv[i+1].(type) {
+		case int:
+			v = odata.Value{Type: odata.EdmInt32, Int: int64(x)}
+		case string:
+			v = odata.Value{Type: odata.EdmString, Str: x}
+		case float64:
+			v = odata.Value{Type: odata.EdmDouble, Float: x}
+		}
+		ps = append(ps, odata.Property{Name: kv[i].(string), Value: v})
+	}
+	return ps
+}
+
+func TestETagRoundTrip(t *testing.T) {
+	t.Parallel()
+	for _, ts := range []int64{odata.MinDateTime, odata.Ticks(time.Now()), odata.MaxDateTime} {
+		for _, xmin := range []uint32{0, 1, 1 << 31, 1<<32 - 1} {
+			tag := formatETag(ts, xmin, "p", "r")
+			m, err := ParseMatch(tag)
+			if err != nil || m.kind != matchETag || m.ts != ts || m.xmin != xmin {
+				t.Errorf("ParseMatch(%q) = %+v, %v", tag, m, err)
+			}
+			if m.forKeys("p", "r").kind != matchETag || m.forKeys("p", "r2").kind != matchNever || m.forKeys("pr", "").kind != matchNever {
+				t.Errorf("ETag %s is not bound to its entity", tag)
+			}
+		}
+	}
+	tag := formatETag(odata.Ticks(time.Date(2021, 9, 21, 0, 52, 39, 283908700, time.UTC)), 42, "p", "r")
+	if want := `W/"datetime'2021-09-21T00%3A52%3A39.2839087Z'-42-`; !strings.HasPrefix(tag, want) {
+		t.Errorf("formatETag = %s, want prefix %s", tag, want)
+	}
+	// Entities written together share Timestamp and xmin, not their ETag.
+	if formatETag(1, 2, "p", "a") == formatETag(1, 2, "p", "b") {
+		t.Error("two entities of one write share an ETag")
+	}
+}
+
+func TestParseMatch(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   string
+		kind matchKind
+		err  bool
+	}{
+		{"", matchNone, false},
+		{"*", matchAny, false},
+		{` * `, matchAny, false},
+		{`W/"datetime'2020-01-01T00%3A00%3A00.0000000Z'"`, matchNever, false}, // Azure's shape, not ours
+		{`"abc"`, matchNever, false},
+		{`W/"datetime'2020-01-01T00%3A00%3A00.0000000Z'-x"`, matchNever, false},
+		{`W/"datetime'2020-01-01T00%3A00%3A00.0000000Z'-99999999999"`, matchNever, false},
+		{"garbage", 0, true},
+		{`W/abc`, 0, true},
+		{`"a"b"`, 0, true},
+		{`"a", "b"`, 0, true},
+	}
+	for _, tt := range tests {
+		m, err := ParseMatch(tt.in)
+		if (err != nil) != tt.err || (err == nil && m.kind != tt.kind) {
+			t.Errorf("ParseMatch(%q) = %+v, %v", tt.in, m, err)
+		}
+		if err != nil && !errors.Is(err, odata.ErrInvalidInput) {
+			t.Errorf("ParseMatch(%q) error %v is not InvalidInput", tt.in, err)
+		}
+	}
+}
+
+func TestTables(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	if err := s.CreateTable(ctx, acct, "MyTable"); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"MyTable", "mytable", "MYTABLE"} {
+		if err := s.CreateTable(ctx, acct, n); !errors.Is(err, ErrTableExists) {
+			t.Errorf("create %s: %v, want ErrTableExists", n, err)
+		}
+	}
+	if err := s.CreateTable(ctx, "other", "mytable"); err != nil {
+		t.Errorf("same name in another account: %v", err)
+	}
+	for i := 0; i < 5; i++ {
+		if err := s.CreateTable(ctx, acct, fmt.Sprintf("T%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var names []string
+	q := TableQuery{Top: 2}
+	for {
+		page, err := s.QueryTables(ctx, acct, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, page.Names...)
+		if page.Next == "" {
+			break
+		}
+		q.From = page.Next
+	}
+	if got := strings.Join(names, ","); got != "MyTable,T0,T1,T2,T3,T4" {
+		t.Errorf("listing = %s", got)
+	}
+	if err := s.DeleteTable(ctx, acct, "MYTABLE"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteTable(ctx, acct, "mytable"); !errors.Is(err, ErrTableNotFound) {
+		t.Errorf("second delete: %v", err)
+	}
+	if err := s.CreateTable(ctx, acct, "mytable"); err != nil {
+		t.Errorf("name not free after delete: %v", err)
+	}
+}
+
+func TestWrites(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	if err := s.CreateTable(ctx, acct, "t1"); err != nil {
+		t.Fatal(err)
+	}
+	write := func(w Write) (Result, error) { return s.Write(ctx, acct, "T1", &w) }
+
+	if _, err := s.Write(ctx, acct, "missing", &Write{Op: OpInsert, PartitionKey: "p", RowKey: "r"}); !errors.Is(err, ErrTableNotFound) {
+		t.Fatalf("insert into missing table: %v", err)
+	}
+	r1, err := write(Write{Op: OpInsert, PartitionKey: "p", RowKey: "r", Properties: props("A", 1, "B", "x")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := write(Write{Op: OpInsert, PartitionKey: "p", RowKey: "r"}); !errors.Is(err, ErrEntityExists) {
+		t.Fatalf("duplicate insert: %v", err)
+	}
+	stale, _ := ParseMatch(r1.ETag)
+	r2, err := write(Write{Op: OpMerge, PartitionKey: "p", RowKey: "r", Properties: props("C", 2.5), Match: stale})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r2.ETag == r1.ETag || r2.Timestamp <= r1.Timestamp {
+		t.Fatalf("merge did not advance: %+v -> %+v", r1, r2)
+	}
+	for _, op := range []Op{OpReplace, OpMerge, OpDelete} {
+		if _, err := write(Write{Op: op, PartitionKey: "p", RowKey: "r", Match: stale}); !errors.Is(err, ErrConditionNotMet) {
+			t.Errorf("op %d with stale etag: %v", op, err)
+		}
+		if _, err := write(Write{Op: op, PartitionKey: "p", RowKey: "nope", Match: MatchAny}); !errors.Is(err, ErrEntityNotFound) {
+			t.Errorf("op %d on missing entity: %v", op, err)
+		}
+	}
+	e, err := s.GetEntity(ctx, acct, "t1", "p", "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.DecodeProperties(); err != nil || len(e.Properties) != 3 || e.ETag != r2.ETag {
+		t.Fatalf("after merge: %+v", e)
+	}
+	// Upserts create, then replace or merge.
+	if _, err := write(Write{Op: OpReplace, PartitionKey: "p", RowKey: "u", Properties: props("A", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := write(Write{Op: OpReplace, PartitionKey: "p", RowKey: "u", Properties: props("B", 2)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := write(Write{Op: OpMerge, PartitionKey: "p", RowKey: "u", Properties: props("C", 3)}); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := s.GetEntity(ctx, acct, "t1", "p", "u"); e.DecodeProperties() != nil || len(e.Properties) != 2 {
+		t.Fatalf("upserts: %+v", e.Properties)
+	}
+	if _, err := write(Write{Op: OpDelete, PartitionKey: "p", RowKey: "u", Match: MatchAny}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.GetEntity(ctx, acct, "t1", "p", "u"); !errors.Is(err, ErrEntityNotFound) {
+		t.Fatalf("get deleted: %v", err)
+	}
+}
+
+// A merge whose result breaks a limit fails exactly and changes nothing,
+// even though each request alone is within the limits.
+func TestMergeLimits(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	if err := s.CreateTable(ctx, acct, "t1"); err != nil {
+		t.Fatal(err)
+	}
+	many := func(prefix string, n int) []odata.Property {
+		var ps []odata.Property
+		for i := 0; i < n; i++ {
+			ps = append(ps, odata.Property{Name: fmt.Sprintf("%s%d", prefix, i), Value: odata.Value{Type: odata.EdmInt32}})
+		}
+		return ps
+	}
+	for _, match := range []Match{{}, MatchAny} {
+		rk := fmt.Sprintf("r%d", match.kind)
+		if _, err := s.Write(ctx, acct, "t1", &Write{Op: OpInsert, PartitionKey: "p", RowKey: rk, Properties: many("a", 200)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Write(ctx, acct, "t1", &Write{Op: OpMerge, PartitionKey: "p", RowKey: rk, Properties: many("b", 53), Match: match}); !errors.Is(err, odata.ErrTooManyProperties) {
+			t.Errorf("merge to 253 properties: %v", err)
+		}
+		// Overwriting existing names stays within the limit.
+		if _, err := s.Write(ctx, acct, "t1", &Write{Op: OpMerge, PartitionKey: "p", RowKey: rk, Properties: append(many("a", 200), many("b", 52)...), Match: match}); err != nil {
+			t.Errorf("merge to 252 properties: %v", err)
+		}
+		big := strings.Repeat("x", 30000)
+		for i := 0; i < 16; i++ {
+			_, err := s.Write(ctx, acct, "t1", &Write{Op: OpMerge, PartitionKey: "p", RowKey: rk, Properties: []odata.Property{{Name: fmt.Sprintf("a%d", i), Value: odata.Value{Type: odata.EdmString, Str: big}}}, Match: match})
+			if err != nil {
+				t.Fatalf("merge big property %d: %v", i, err)
+			}
+		}
+		// 17 strings of 60 KB exceed 1 MiB.
+		_, err := s.Write(ctx, acct, "t1", &Write{Op: OpMerge, PartitionKey: "p", RowKey: rk, Properties: []odata.Property{{Name: "a16", Value: odata.Value{Type: odata.EdmString, Str: big}}, {Name: "a17", Value: odata.Value{Type: odata.EdmString, Str: big}}}, Match: match})
+		if !errors.Is(err, odata.ErrEntityTooLarge) {
+			t.Errorf("merge beyond 1 MiB: %v", err)
+		}
+		e, err := s.GetEntity(ctx, acct, "t1", "p", rk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, _ := e.Property("a16"); v.Type != odata.EdmInt32 {
+			t.Errorf("failed merge changed the entity: a16 = %+v", v)
+		}
+	}
+}
+
+func TestQueryPaging(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	if err := s.CreateTable(ctx, acct, "t1"); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for p := 0; p < 3; p++ {
+		for r := 0; r < 7; r++ {
+			pk, rk := fmt.Sprintf("p%d", p), fmt.Sprintf("r%02d", r)
+			want = append(want, pk+"/"+rk)
+			if _, err := s.Write(ctx, acct, "t1", &Write{Op: OpInsert, PartitionKey: pk, RowKey: rk, Properties: props("N", r)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var got []string
+	q := EntityQuery{Top: 4}
+	for {
+		page, err := s.QueryEntities(ctx, acct, "t1", q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range page.Entities {
+			got = append(got, e.PartitionKey+"/"+e.RowKey)
+		}
+		if !page.More {
+			break
+		}
+		q.FromPK, q.FromRK, q.HasFromPK, q.HasFromRK = page.NextPK, page.NextRK, true, true
+	}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("paged %v\nwant %v", got, want)
+	}
+	f, err := filter.Parse("PartitionKey eq 'p1' and N ge 5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := s.QueryEntities(ctx, acct, "t1", EntityQuery{Top: 1000, Filter: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Entities) != 2 || page.More {
+		t.Fatalf("filtered page: %+v", page)
+	}
+	if _, err := s.QueryEntities(ctx, acct, "nope", EntityQuery{Top: 10}); !errors.Is(err, ErrTableNotFound) {
+		t.Fatalf("query missing table: %v", err)
+	}
+}
+
+func TestPurge(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	if err := s.CreateTable(ctx, acct, "t1"); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 25; i++ {
+		if _, err := s.Write(ctx, acct, "t1", &Write{Op: OpInsert, PartitionKey: "p", RowKey: fmt.Sprint(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.DeleteTable(ctx, acct, "t1"); err != nil {
+		t.Fatal(err)
+	}
+	// The name is free at once; the new table is empty and untouched by
+	// the purge of the old one.
+	if err := s.CreateTable(ctx, acct, "t1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Write(ctx, acct, "t1", &Write{Op: OpInsert, PartitionKey: "p", RowKey: "new"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := PurgeConfig{Chunk: 10, Grace: 0}
+	var total PurgeStats
+	for i := 0; i < 10; i++ {
+		st, err := s.PurgeOnce(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total.Entities += st.Entities
+		total.Tables += st.Tables
+	}
+	if total.Entities != 25 || total.Tables != 1 {
+		t.Fatalf("purged %+v, want 25 entities and 1 table", total)
+	}
+	page, err := s.QueryEntities(ctx, acct, "t1", EntityQuery{Top: 100})
+	if err != nil || len(page.Entities) != 1 {
+		t.Fatalf("new table after purge: %+v %v", page, err)
+	}
+}
+
+// Concurrent batches that conflict are serialized by retries; every one
+// that reports success is applied.
+func TestBatchSerializes(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	if err := s.CreateTable(ctx, acct, "t1"); err != nil {
+		t.Fatal(err)
+	}
+	const workers, each = 8, 10
+	var wg sync.WaitGroup
+	errs := make(chan error, workers*each)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				_, err := s.Batch(ctx, acct, "t1", []Write{
+					{Op: OpMerge, PartitionKey: "p", RowKey: "counter", Properties: props(fmt.Sprintf("w%d", w), i+1)},
+					{Op: OpInsert, PartitionKey: "p", RowKey: fmt.Sprintf("log-%d-%d", w, i)},
+				})
+				errs <- err
+			}
+		}(w)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("batch: %v", err)
+		}
+	}
+	e, err := s.GetEntity(ctx, acct, "t1", "p", "counter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for w := 0; w < workers; w++ {
+		if v, _ := e.Property(fmt.Sprintf("w%d", w)); v.Int != each {
+			t.Errorf("w%d = %d, want %d", w, v.Int, each)
+		}
+	}
+	page, err := s.QueryEntities(ctx, acct, "t1", EntityQuery{Top: 1000})
+	if err != nil || len(page.Entities) != workers*each+1 {
+		t.Fatalf("entities: %d %v", len(page.Entities), err)
+	}
+	_, err = s.Batch(ctx, acct, "t1", []Write{
+		{Op: OpInsert, PartitionKey: "p", RowKey: "fresh"},
+		{Op: OpInsert, PartitionKey: "p", RowKey: "counter"},
+	})
+	be, ok := IsBatchError(err)
+	if !ok || be.Index != 1 || !errors.Is(err, ErrEntityExists) {
+		t.Fatalf("failing batch: %v", err)
+	}
+	if _, err := s.GetEntity(ctx, acct, "t1", "p", "fresh"); !errors.Is(err, ErrEntityNotFound) {
+		t.Fatalf("failed batch left a write: %v", err)
+	}
+}
