@@ -1,0 +1,232 @@
+package httpapi
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/pgtables/pgtables/odata"
+	"github.com/pgtables/pgtables/store"
+)
+
+// retryAfterSeconds is the Retry-After sent with 503 ServerBusy.
+const retryAfterSeconds = "1"
+
+// opsState is the operational side of a Server: metrics, the limit on
+// concurrent requests, and the shutdown state.
+type opsState struct {
+	metrics  *metrics
+	slots    chan struct{} // one per request being answered; nil: no limit
+	draining atomic.Bool   // shutting down: /-/ready answers 503
+}
+
+func newOpsState(cfg Config, st *store.Store) *opsState {
+	o := &opsState{}
+	if st != nil {
+		o.metrics = newMetrics(cfg.Version, st.Pool())
+		st.SetObserver(o.metrics)
+	} else {
+		o.metrics = newMetrics(cfg.Version, nil)
+	}
+	if cfg.MaxConcurrentRequests > 0 {
+		o.slots = make(chan struct{}, cfg.MaxConcurrentRequests)
+	}
+	return o
+}
+
+// Drain marks the server as shutting down: from now on /-/ready answers
+// 503 so that load balancers stop sending requests, while requests still
+// get answered until the HTTP server itself shuts down.
+func (s *Server) Drain() { s.ops.draining.Store(true) }
+
+// Draining reports whether Drain was called.
+func (s *Server) Draining() bool { return s.ops.draining.Load() }
+
+func (s *Server) handleMetrics(c echo.Context) error {
+	s.ops.metrics.handler.ServeHTTP(c.Response(), c.Request())
+	return nil
+}
+
+// isOpsPath reports the operational endpoints (/-/...), which no account
+// name can collide with: they bypass metrics, access logs and limits.
+func isOpsPath(path string) bool { return strings.HasPrefix(path, "/-/") }
+
+// observe wraps every request: it resolves the client's origin through
+// trusted proxies, bounds the request's time, enforces the limit of
+// concurrent requests, and records metrics and the access log line.
+func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		if isOpsPath(r.URL.Path) {
+			return next(c)
+		}
+		start := time.Now()
+		r = withOrigin(r, s.cfg.TrustedProxies)
+		if s.cfg.RequestTimeout > 0 {
+			ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+			defer cancel()
+			r = r.WithContext(ctx)
+		}
+		c.SetRequest(r)
+
+		resp := c.Response()
+		resp.Before(func() {
+			h := resp.Header()
+			if resp.Status == http.StatusServiceUnavailable && h.Get("Retry-After") == "" {
+				h.Set("Retry-After", retryAfterSeconds)
+			}
+		})
+		m := s.ops.metrics
+		m.inFlight.Inc()
+		defer m.inFlight.Dec()
+		if s.acquireSlot() {
+			err := next(c)
+			s.releaseSlot()
+			if err != nil {
+				c.Error(err)
+			}
+		} else {
+			m.rejected.Inc()
+			rq := &request{srv: s, c: c, id: newRequestID()}
+			rq.commonHeaders()
+			rq.fail(odata.Detailf(store.ErrUnavailable, "The server is answering too many requests at once. Please retry your request."))
+			if t, err := route(r.Host, r.RequestURI, s.knownAccount, s.cfg.ServiceDomains); err == nil {
+				query, _ := parseQuery(t.rawQuery)
+				recordTarget(r, t, query)
+			}
+		}
+		op, account, table := labelUnknown, "", ""
+		if st := stateOf(r); st != nil {
+			op, account, table = st.op, st.account, st.table
+		}
+		elapsed := time.Since(start)
+		status := resp.Status
+		m.request(op, status, elapsed.Seconds())
+		if s.cfg.AccessLog {
+			s.accessLog(r, resp, op, account, table, elapsed)
+		}
+		return nil
+	}
+}
+
+func (s *Server) acquireSlot() bool {
+	if s.ops.slots == nil {
+		return true
+	}
+	select {
+	case s.ops.slots <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (s *Server) releaseSlot() {
+	if s.ops.slots != nil {
+		<-s.ops.slots
+	}
+}
+
+// accessLog writes the request's line: at info, or at warn for a 5xx.
+// Its request_id is the x-ms-request-id the client got, also in the body
+// of an error.
+func (s *Server) accessLog(r *http.Request, resp *echo.Response, op, account, table string, elapsed time.Duration) {
+	level := slog.LevelInfo
+	if resp.Status >= 500 {
+		level = slog.LevelWarn
+	}
+	ctx := context.Background()
+	if !s.log.Enabled(ctx, level) {
+		return
+	}
+	h := resp.Header()
+	attrs := make([]slog.Attr, 0, 14)
+	attrs = append(attrs,
+		slog.String("operation", op),
+		slog.String("method", r.Method),
+		slog.String("account", account),
+		slog.String("table", table),
+		slog.Int("status", resp.Status),
+	)
+	if code := h.Get("x-ms-error-code"); code != "" {
+		attrs = append(attrs, slog.String("error_code", code))
+	}
+	attrs = append(attrs,
+		slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000),
+		slog.String("request_id", h.Get("x-ms-request-id")),
+	)
+	if id := r.Header.Get("x-ms-client-request-id"); id != "" {
+		attrs = append(attrs, slog.String("client_request_id", odata.Truncate(id, 256)))
+	}
+	o := requestOrigin(r)
+	ip := ""
+	if o.ip.IsValid() {
+		ip = o.ip.String()
+	}
+	attrs = append(attrs,
+		slog.String("remote_ip", ip),
+		slog.Int64("bytes_in", max(r.ContentLength, 0)),
+		slog.Int64("bytes_out", resp.Size),
+	)
+	if ua := r.Header.Get("User-Agent"); ua != "" {
+		attrs = append(attrs, slog.String("user_agent", odata.Truncate(ua, 256)))
+	}
+	s.log.LogAttrs(ctx, level, "request", attrs...)
+}
+
+// recordTarget notes what the routed request r asks for, for the metrics
+// and the access log the middleware writes when it is answered.
+func recordTarget(r *http.Request, t *target, query url.Values) {
+	if st := stateOf(r); st != nil {
+		st.account, st.table = t.account, t.table
+		st.op = labelUnknown
+		if r.Method == http.MethodOptions {
+			st.op = labelPreflight
+		} else if m, err := effectiveMethod(r.Method, r.Header); err == nil {
+			st.op = classifyOperation(t, m, query, r.Header).label()
+		}
+	}
+}
+
+// label names the operation in metrics and access logs.
+func (op authOp) label() string {
+	switch op {
+	case authQueryTables:
+		return labelQueryTables
+	case authGetTable:
+		return labelGetTable
+	case authCreateTable:
+		return labelCreateTable
+	case authDeleteTable:
+		return labelDeleteTable
+	case authGetACL, authSetACL:
+		return labelACL
+	case authGetServiceProperties, authSetServiceProperties, authGetServiceStats:
+		return labelService
+	case authQueryEntities:
+		return labelQueryEntities
+	case authGetEntity:
+		return labelGetEntity
+	case authInsertEntity:
+		return labelInsertEntity
+	case authUpdateEntity:
+		return labelUpdateEntity
+	case authMergeEntity:
+		return labelMergeEntity
+	case authUpsertReplace:
+		return labelUpsertReplace
+	case authUpsertMerge:
+		return labelUpsertMerge
+	case authDeleteEntity:
+		return labelDeleteEntity
+	case authBatch:
+		return labelBatch
+	}
+	return labelUnknown
+}

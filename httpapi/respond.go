@@ -1,0 +1,154 @@
+package httpapi
+
+import (
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/pgtables/pgtables/odata"
+)
+
+// serviceURL is {svc}: the base URL the client addressed, from which
+// odata.metadata, odata.id and Location are built. Behind a trusted proxy
+// the scheme and host are the ones it forwarded (proxy.go).
+func (rq *request) serviceURL() string {
+	r := rq.r()
+	scheme := "http"
+	if requestOrigin(r).https {
+		scheme = "https"
+	}
+	u := scheme + "://" + r.Host
+	if rq.t.pathStyle {
+		u += "/" + rq.t.account
+		if rq.t.secondary {
+			u += "-secondary"
+		}
+	}
+	return u
+}
+
+func (rq *request) encoder(table string) *odata.Encoder {
+	return &odata.Encoder{Format: rq.format, ServiceURL: rq.serviceURL(), Account: rq.t.account, Table: table}
+}
+
+// readJSONBody reads a JSON request body within the size limit.
+func (rq *request) readJSONBody() ([]byte, error) {
+	r := rq.r()
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		switch {
+		case err != nil:
+			return nil, odata.Detailf(odata.ErrMediaTypeNotSupported, "The Content-Type '%s' is not valid.", odata.Truncate(ct, 100))
+		case mt == "application/atom+xml":
+			return nil, odata.ErrAtomFormatNotSupported
+		case mt != "application/json":
+			return nil, odata.Detailf(odata.ErrMediaTypeNotSupported, "The Content-Type '%s' is not supported; send application/json.", odata.Truncate(mt, 100))
+		}
+	}
+	return rq.readBody(odata.ErrInvalidInput)
+}
+
+// readBody reads the whole request body within the size limit; a body that
+// cannot be read is unreadable, which is reported as the given sentinel.
+func (rq *request) readBody(unreadable error) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(rq.c.Response(), rq.r().Body, rq.srv.cfg.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, errBodyTooLarge
+		}
+		return nil, odata.Detailf(unreadable, "The request body could not be read.")
+	}
+	rq.bodyRead = true
+	return body, nil
+}
+
+// preference reads the Prefer header: return-content, return-no-content,
+// or "" when neither is asked for.
+func (rq *request) preference() string { return preference(rq.r().Header) }
+
+func preference(h http.Header) string {
+	for _, v := range h.Values("Prefer") {
+		for _, p := range strings.Split(v, ",") {
+			switch p = strings.ToLower(strings.TrimSpace(p)); p {
+			case "return-content", "return-no-content":
+				return p
+			}
+		}
+	}
+	return ""
+}
+
+// maxPooledBody bounds the response buffers kept for reuse, so that one
+// large page does not stay in memory for good.
+const maxPooledBody = 4 << 20
+
+// writeBody sends the JSON body that fill appends to a buffer, which is
+// reused across requests: a page of entities is hundreds of kilobytes,
+// and growing a fresh buffer for each would allocate about twice that.
+func (rq *request) writeBody(status int, fill func([]byte) []byte) error {
+	bp, _ := rq.srv.bodies.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	body := fill((*bp)[:0])
+	err := rq.writeJSON(status, body)
+	if cap(body) <= maxPooledBody {
+		*bp = body[:0]
+		rq.srv.bodies.Put(bp)
+	}
+	return err
+}
+
+// writeJSON sends a JSON body in the negotiated format.
+func (rq *request) writeJSON(status int, body []byte) error {
+	rq.header().Set("DataServiceVersion", "3.0;")
+	return rq.c.Blob(status, rq.format.ContentType(), body)
+}
+
+// writeNoContent sends a bodyless answer.
+func (rq *request) writeNoContent(status int) error {
+	rq.header().Set("Content-Length", "0")
+	rq.c.Response().WriteHeader(status)
+	return nil
+}
+
+// checkQueryOptions rejects the OData system query options the Table
+// service does not implement.
+func checkQueryOptions(query url.Values) error {
+	for name := range query {
+		if strings.HasPrefix(name, "$") {
+			switch name {
+			case "$filter", "$select", "$top", "$format":
+			default:
+				return odata.Detailf(odata.ErrNotImplemented, "The query option %s is not supported.", odata.Truncate(name, 40))
+			}
+		}
+	}
+	return nil
+}
+
+// setRaw sets a header in Azure's spelling. Header.Set would canonicalize
+// ETag to Etag; clients match names case-insensitively, but Azure's
+// spelling is what byte-level comparisons and some tools expect.
+func setRaw(h http.Header, name, value string) { h[name] = []string{value} }
+
+// created answers a Create Table or Insert Entity: 201 with the new
+// resource's document, or 204 when the client prefers no content; either
+// way with its Location.
+func (rq *request) created(location string, fill func([]byte) []byte) error {
+	h := rq.header()
+	h.Set("Location", location)
+	switch rq.preference() {
+	case "return-no-content":
+		h.Set("Preference-Applied", "return-no-content")
+		h.Set("DataServiceId", location)
+		return rq.writeNoContent(http.StatusNoContent)
+	case "return-content":
+		h.Set("Preference-Applied", "return-content")
+	}
+	return rq.writeBody(http.StatusCreated, fill)
+}
