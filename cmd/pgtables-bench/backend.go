@@ -1,0 +1,213 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// backend is what a scenario runs against: the Table protocol endpoint,
+// or the same operations as plain SQL (the ceiling).
+type backend interface {
+	name() string
+	// prepare creates an empty table and, when preload is set, loads the
+	// shared data set; it runs outside the timed window.
+	prepare(ctx context.Context, preload bool) error
+	cleanup(ctx context.Context) error
+	insert(ctx context.Context, w *worker) error
+	upsert(ctx context.Context, w *worker) error
+	pointRead(ctx context.Context, w *worker) error
+	batchInsert(ctx context.Context, w *worker) error
+	partitionScan(ctx context.Context, w *worker) error
+	filterScan(ctx context.Context, w *worker) error
+	updateIfMatch(ctx context.Context, w *worker) error
+}
+
+// worker is one concurrent client.
+type worker struct {
+	id, of int    // this worker's number and the number of workers
+	run    string // distinguishes the keys of one repetition from another's
+	n      int    // operations done
+	rng    *rand.Rand
+}
+
+// ownedKey returns a random preloaded entity that only this worker writes,
+// so that conditional updates never race between workers.
+func (w *worker) ownedKey() (i int, pk, rk string) {
+	i = w.id + w.of*w.rng.IntN((preloadTotal-w.id+w.of-1)/w.of)
+	pk, rk = preloadKey(i)
+	return i, pk, rk
+}
+
+func (w *worker) newKey() (pk, rk string) {
+	w.n++
+	return fmt.Sprintf("w%03d", w.id), fmt.Sprintf("%s-%09d", w.run, w.n)
+}
+
+var tableSeq atomic.Int64
+
+func tableName(prefix string) string {
+	return fmt.Sprintf("%s%d%d", prefix, time.Now().UnixNano()%1_000_000_000, tableSeq.Add(1))
+}
+
+// httpBackend drives a Table endpoint.
+type httpBackend struct {
+	c     *tableClient
+	table string
+}
+
+func (b *httpBackend) name() string { return "pgtables" }
+
+func (b *httpBackend) prepare(ctx context.Context, preload bool) error {
+	b.table = tableName("bench")
+	if err := b.c.createTable(ctx, b.table); err != nil {
+		return fmt.Errorf("create table: %w", err)
+	}
+	if !preload {
+		return nil
+	}
+	// Batches of 100 from a few goroutines keep the load short.
+	errs := make(chan error, preloadTotal/100)
+	sem := make(chan struct{}, 8)
+	for start := 0; start < preloadTotal; start += 100 {
+		sem <- struct{}{}
+		go func(start int) {
+			defer func() { <-sem }()
+			bodies := make([][]byte, 0, 100)
+			for i := start; i < start+100; i++ {
+				pk, rk := preloadKey(i)
+				bodies = append(bodies, entityJSON(pk, rk, i))
+			}
+			errs <- b.c.batchInsert(ctx, b.table, bodies)
+		}(start)
+	}
+	for i := 0; i < preloadTotal/100; i++ {
+		if err := <-errs; err != nil {
+			return fmt.Errorf("preload: %w", err)
+		}
+	}
+	return nil
+}
+
+func (b *httpBackend) cleanup(ctx context.Context) error { return b.c.deleteTable(ctx, b.table) }
+
+var prefer = map[string]string{"Prefer": "return-no-content"}
+
+func (b *httpBackend) insert(ctx context.Context, w *worker) error {
+	pk, rk := w.newKey()
+	_, err := b.c.call(ctx, http.MethodPost, "/"+b.table, "", prefer, entityJSON(pk, rk, w.n), 204)
+	return err
+}
+
+func (b *httpBackend) upsert(ctx context.Context, w *worker) error {
+	i, pk, rk := w.ownedKey()
+	_, err := b.c.call(ctx, http.MethodPut, entityPath(b.table, pk, rk), "", nil, entityJSON(pk, rk, i), 204)
+	return err
+}
+
+func (b *httpBackend) pointRead(ctx context.Context, w *worker) error {
+	i := w.rng.IntN(preloadTotal)
+	pk, rk := preloadKey(i)
+	r, err := b.c.call(ctx, http.MethodGet, entityPath(b.table, pk, rk), "", nil, nil, 200)
+	if err != nil {
+		return err
+	}
+	if !bytes.Contains(r.body, []byte(`"RowKey":"`+rk+`"`)) || r.header.Get("ETag") == "" {
+		return fmt.Errorf("point read of %s/%s: wrong entity or no ETag", pk, rk)
+	}
+	return nil
+}
+
+func (b *httpBackend) batchInsert(ctx context.Context, w *worker) error {
+	w.n++
+	pk := fmt.Sprintf("w%03d-%s-%09d", w.id, w.run, w.n)
+	bodies := make([][]byte, 100)
+	for j := range bodies {
+		bodies[j] = entityJSON(pk, fmt.Sprintf("r%03d", j), j)
+	}
+	return b.c.batchInsert(ctx, b.table, bodies)
+}
+
+func (b *httpBackend) partitionScan(ctx context.Context, w *worker) error {
+	pk, _ := preloadKey(w.rng.IntN(preloadPartitions) * preloadRows)
+	n, pages, err := b.c.query(ctx, b.table, "PartitionKey eq '"+pk+"'", nil)
+	if err == nil && n != preloadRows {
+		err = fmt.Errorf("partition scan of %s returned %d entities, want %d; pages %v", pk, n, preloadRows, pages)
+	}
+	return err
+}
+
+func (b *httpBackend) filterScan(ctx context.Context, w *worker) error {
+	cat := w.rng.IntN(categories)
+	n, pages, err := b.c.query(ctx, b.table, "Cat eq "+strconv.Itoa(cat), nil)
+	if err == nil && n != preloadTotal/categories {
+		err = fmt.Errorf("filter scan for Cat %d returned %d entities, want %d; pages %v", cat, n, preloadTotal/categories, pages)
+	}
+	return err
+}
+
+func (b *httpBackend) updateIfMatch(ctx context.Context, w *worker) error {
+	i, pk, rk := w.ownedKey()
+	path := entityPath(b.table, pk, rk)
+	r, err := b.c.call(ctx, http.MethodGet, path, "", nil, nil, 200)
+	if err != nil {
+		return err
+	}
+	etag := r.header.Get("ETag")
+	if etag == "" {
+		return errors.New("read without ETag")
+	}
+	_, err = b.c.call(ctx, http.MethodPut, path, "", map[string]string{"If-Match": etag}, entityJSON(pk, rk, i), 204)
+	return err
+}
+
+// scenario is one workload: its operation, and whether it needs the
+// preloaded data set.
+type scenario struct {
+	name    string
+	preload bool
+	op      func(backend, context.Context, *worker) error
+}
+
+var scenarios = []scenario{
+	{"insert", false, backend.insert},
+	{"upsert", true, backend.upsert},
+	{"point-read", true, backend.pointRead},
+	{"batch-insert", false, backend.batchInsert},
+	{"partition-scan", true, backend.partitionScan},
+	{"filter-scan", true, backend.filterScan},
+	{"update-if-match", true, backend.updateIfMatch},
+	{"mixed", true, func(b backend, ctx context.Context, w *worker) error {
+		if w.rng.IntN(10) < 7 {
+			return b.pointRead(ctx, w)
+		}
+		return b.upsert(ctx, w)
+	}},
+}
+
+func findScenarios(list string) ([]scenario, error) {
+	if list == "" || list == "all" {
+		return scenarios, nil
+	}
+	var out []scenario
+	for _, name := range strings.Split(list, ",") {
+		found := false
+		for _, s := range scenarios {
+			if s.name == strings.TrimSpace(name) {
+				out = append(out, s)
+				found = true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("unknown scenario %q", name)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,427 @@
+// Command pgtables-bench is a load tool for Azure Table endpoints. It runs
+// fixed scenarios (insert, upsert, point-read, batch-insert,
+// partition-scan, filter-scan, update-if-match, mixed) against any
+// endpoint that speaks the protocol, and with -sql-url also as plain SQL
+// against a PostgreSQL database: the ceiling that pgtables is measured
+// against, in the same run. Setup happens outside the timed window, every
+// operation's answer is checked, and the median of several repetitions is
+// reported with latency percentiles.
+//
+//	pgtables-bench -endpoint http://127.0.0.1:10002/devstoreaccount1 \
+//	    -sql-url postgres://postgres@127.0.0.1:5432/postgres -c 16 -d 10s
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"text/tabwriter"
+	"time"
+)
+
+const devKey = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+
+// config is the command line.
+type config struct {
+	endpoint, account, key string
+	sqlURL                 string
+	scenarios              string
+	concurrency            int
+	duration, warmup       time.Duration
+	count                  int
+	reps                   int
+	serverPID              int
+	jsonOut                string
+	progress               time.Duration
+	skipPgtables           bool
+	cpuProfile             string
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "pgtables-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func parseFlags(args []string, stderr io.Writer) (*config, error) {
+	c := &config{}
+	fs := flag.NewFlagSet("pgtables-bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.endpoint, "endpoint", "http://127.0.0.1:10002/devstoreaccount1", "Table service endpoint (path-style or host-style)")
+	fs.StringVar(&c.account, "account", "devstoreaccount1", "account name")
+	fs.StringVar(&c.key, "key", devKey, "account key (base64)")
+	fs.StringVar(&c.sqlURL, "sql-url", "", "PostgreSQL URL for the SQL ceiling; empty runs the endpoint only")
+	fs.StringVar(&c.scenarios, "scenarios", "all", "comma-separated: insert,upsert,point-read,batch-insert,partition-scan,filter-scan,update-if-match,mixed")
+	fs.IntVar(&c.concurrency, "c", 16, "concurrent clients")
+	fs.DurationVar(&c.duration, "d", 10*time.Second, "timed duration of each repetition (ignored with -n)")
+	fs.IntVar(&c.count, "n", 0, "operations per repetition instead of a duration")
+	fs.DurationVar(&c.warmup, "warmup", 2*time.Second, "untimed warm-up before each repetition")
+	fs.IntVar(&c.reps, "reps", 3, "repetitions; the median is reported")
+	fs.IntVar(&c.serverPID, "server-pid", 0, "PID of the pgtables server, to report its peak resident memory per scenario")
+	fs.StringVar(&c.jsonOut, "json", "", "also write the results as JSON to this file (- for stdout)")
+	fs.DurationVar(&c.progress, "progress", 5*time.Second, "interval of progress lines on stderr (0: none)")
+	fs.BoolVar(&c.skipPgtables, "sql-only", false, "run the SQL ceiling only")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write the tool's own CPU profile to this file")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if c.concurrency < 1 || c.reps < 1 || (c.count <= 0 && c.duration <= 0) {
+		return nil, errors.New("need -c >= 1, -reps >= 1 and a positive -d or -n")
+	}
+	if c.skipPgtables && c.sqlURL == "" {
+		return nil, errors.New("-sql-only needs -sql-url")
+	}
+	return c, nil
+}
+
+// result is the outcome of one scenario on one backend.
+type result struct {
+	Scenario     string    `json:"scenario"`
+	Backend      string    `json:"backend"`
+	OpsPerSec    float64   `json:"ops_per_sec"` // median over repetitions
+	Ops          int64     `json:"ops"`         // of the median repetition
+	P50          float64   `json:"p50_ms"`
+	P95          float64   `json:"p95_ms"`
+	P99          float64   `json:"p99_ms"`
+	Errors       int64     `json:"errors"`
+	FirstError   string    `json:"first_error,omitempty"`
+	Repetitions  []float64 `json:"repetitions_ops_per_sec"`
+	PeakRSSBytes int64     `json:"peak_rss_bytes,omitempty"`
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	list, err := findScenarios(cfg.scenarios)
+	if err != nil {
+		return err
+	}
+	if cfg.cpuProfile != "" {
+		f, err := os.Create(cfg.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	var backends []backend
+	if !cfg.skipPgtables {
+		c, err := newTableClient(cfg.endpoint, cfg.account, cfg.key)
+		if err != nil {
+			return err
+		}
+		backends = append(backends, &httpBackend{c: c})
+	}
+	// With a database at hand, each scenario starts on a vacuumed and
+	// analyzed database, so that the dead rows and stale statistics of the
+	// scenarios before it do not tilt either measurement.
+	settle := func(context.Context) error { return nil }
+	if cfg.sqlURL != "" {
+		sb, err := newSQLBackend(ctx, cfg.sqlURL, cfg.concurrency)
+		if err != nil {
+			return err
+		}
+		defer sb.pool.Close()
+		settle = sb.settle
+		backends = append(backends, sb)
+	}
+	var results []result
+	failed := false
+	for _, sc := range list {
+		for _, b := range backends {
+			r, err := runScenario(ctx, cfg, sc, b, settle, stderr)
+			if err != nil {
+				return fmt.Errorf("%s on %s: %w", sc.name, b.name(), err)
+			}
+			if r.Errors > 0 {
+				failed = true
+			}
+			results = append(results, r)
+		}
+	}
+	printResults(stdout, cfg, results)
+	if cfg.jsonOut != "" {
+		out := map[string]any{"concurrency": cfg.concurrency, "duration": cfg.duration.String(), "count": cfg.count, "repetitions": cfg.reps, "results": results}
+		b, _ := json.MarshalIndent(out, "", "  ")
+		if cfg.jsonOut == "-" {
+			fmt.Fprintln(stdout, string(b))
+		} else if err := os.WriteFile(cfg.jsonOut, append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+	}
+	if failed {
+		return errors.New("some operations failed: the numbers above are not valid")
+	}
+	return nil
+}
+
+// runScenario prepares the backend, then runs warm-up and timed
+// repetitions, and reports the median repetition.
+func runScenario(ctx context.Context, cfg *config, sc scenario, b backend, settle func(context.Context) error, stderr io.Writer) (result, error) {
+	if err := b.prepare(ctx, sc.preload); err != nil {
+		return result{}, err
+	}
+	if err := settle(ctx); err != nil {
+		return result{}, fmt.Errorf("vacuum: %w", err)
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if err := b.cleanup(cctx); err != nil {
+			fmt.Fprintf(stderr, "cleanup %s on %s: %v\n", sc.name, b.name(), err)
+		}
+	}()
+	res := result{Scenario: sc.name, Backend: b.name()}
+	var rss *rssSampler
+	if cfg.serverPID > 0 && b.name() == "pgtables" {
+		rss = startRSS(cfg.serverPID)
+	}
+	type rep struct {
+		opsPerSec float64
+		lat       []time.Duration
+		ops       int64
+	}
+	var reps []rep
+	for i := 0; i < cfg.reps; i++ {
+		if cfg.warmup > 0 {
+			phase(ctx, cfg, sc, b, fmt.Sprintf("w%d", i), cfg.warmup, 0, nil, &res)
+		}
+		label := fmt.Sprintf("%s on %s, repetition %d/%d", sc.name, b.name(), i+1, cfg.reps)
+		lat, elapsed := phase(ctx, cfg, sc, b, fmt.Sprintf("r%d", i), cfg.duration, cfg.count, &progressPrinter{w: stderr, label: label, every: cfg.progress}, &res)
+		if ctx.Err() != nil {
+			return res, ctx.Err()
+		}
+		reps = append(reps, rep{opsPerSec: float64(len(lat)) / elapsed.Seconds(), lat: lat, ops: int64(len(lat))})
+		res.Repetitions = append(res.Repetitions, reps[i].opsPerSec)
+	}
+	if rss != nil {
+		res.PeakRSSBytes = rss.stop()
+	}
+	sort.Slice(reps, func(i, j int) bool { return reps[i].opsPerSec < reps[j].opsPerSec })
+	med := reps[len(reps)/2]
+	res.OpsPerSec, res.Ops = med.opsPerSec, med.ops
+	sort.Slice(med.lat, func(i, j int) bool { return med.lat[i] < med.lat[j] })
+	res.P50, res.P95, res.P99 = percentile(med.lat, 0.50), percentile(med.lat, 0.95), percentile(med.lat, 0.99)
+	return res, nil
+}
+
+// phase runs the scenario's operation from every worker for d (or until n
+// operations are done) and returns the latencies of successful operations.
+// Failed operations are counted in res and keep the run invalid.
+func phase(ctx context.Context, cfg *config, sc scenario, b backend, run string, d time.Duration, n int, pp *progressPrinter, res *result) ([]time.Duration, time.Duration) {
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		all     []time.Duration
+		started atomic.Int64
+		done    atomic.Int64
+	)
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if n <= 0 {
+		var cancelT context.CancelFunc
+		pctx, cancelT = context.WithTimeout(pctx, d)
+		defer cancelT()
+	}
+	record := pp != nil
+	start := time.Now()
+	stopProgress := pp.start(&done)
+	for id := 0; id < cfg.concurrency; id++ {
+		wg.Add(1)
+		go func(id int) {
+			defer wg.Done()
+			w := &worker{id: id, of: cfg.concurrency, run: run, rng: rand.New(rand.NewPCG(uint64(id), uint64(time.Now().UnixNano())))}
+			var lat []time.Duration
+			for pctx.Err() == nil && (n <= 0 || started.Add(1) <= int64(n)) {
+				t0 := time.Now()
+				err := sc.op(b, pctx, w)
+				if err != nil {
+					if pctx.Err() != nil {
+						break // the phase ended mid-operation
+					}
+					mu.Lock()
+					res.Errors++
+					if res.FirstError == "" {
+						res.FirstError = err.Error()
+					}
+					mu.Unlock()
+					continue
+				}
+				done.Add(1)
+				if record {
+					lat = append(lat, time.Since(t0))
+				}
+			}
+			mu.Lock()
+			all = append(all, lat...)
+			mu.Unlock()
+		}(id)
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	stopProgress()
+	return all, elapsed
+}
+
+func percentile(sorted []time.Duration, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(float64(len(sorted)-1) * p)
+	return float64(sorted[i].Microseconds()) / 1000
+}
+
+// progressPrinter writes a line every interval while a long phase runs.
+type progressPrinter struct {
+	w     io.Writer
+	label string
+	every time.Duration
+}
+
+func (p *progressPrinter) start(done *atomic.Int64) func() {
+	if p == nil || p.every <= 0 {
+		return func() {}
+	}
+	stop := make(chan struct{})
+	finished := make(chan struct{})
+	t0 := time.Now()
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(p.every)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				el := time.Since(t0)
+				fmt.Fprintf(p.w, "%s: %d ops in %s (%.0f ops/s)\n", p.label, done.Load(), el.Round(time.Second), float64(done.Load())/el.Seconds())
+			}
+		}
+	}()
+	return func() { close(stop); <-finished }
+}
+
+func printResults(w io.Writer, cfg *config, results []result) {
+	byKey := map[string]result{}
+	var names []string
+	for _, r := range results {
+		if _, seen := byKey[r.Scenario+"/pgtables"]; !seen {
+			if _, seen := byKey[r.Scenario+"/sql"]; !seen {
+				names = append(names, r.Scenario)
+			}
+		}
+		byKey[r.Scenario+"/"+r.Backend] = r
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "scenario\tpgtables ops/s\tp50 ms\tp95 ms\tp99 ms\tpeak RSS MiB\tsql ops/s\tp50 ms\tp99 ms\tratio\terrors\t\n")
+	for _, name := range names {
+		p, hasP := byKey[name+"/pgtables"]
+		s, hasS := byKey[name+"/sql"]
+		cells := []string{name}
+		if hasP {
+			rss := "-"
+			if p.PeakRSSBytes > 0 {
+				rss = strconv.FormatFloat(float64(p.PeakRSSBytes)/(1<<20), 'f', 1, 64)
+			}
+			cells = append(cells, fmt.Sprintf("%.0f", p.OpsPerSec), ms(p.P50), ms(p.P95), ms(p.P99), rss)
+		} else {
+			cells = append(cells, "-", "-", "-", "-", "-")
+		}
+		if hasS {
+			cells = append(cells, fmt.Sprintf("%.0f", s.OpsPerSec), ms(s.P50), ms(s.P99))
+		} else {
+			cells = append(cells, "-", "-", "-")
+		}
+		if hasP && hasS && s.OpsPerSec > 0 {
+			cells = append(cells, fmt.Sprintf("%.2f", p.OpsPerSec/s.OpsPerSec))
+		} else {
+			cells = append(cells, "-")
+		}
+		cells = append(cells, strconv.FormatInt(p.Errors+s.Errors, 10))
+		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "(%d clients, %s, median of %d repetitions)\n", cfg.concurrency, describeRun(cfg), cfg.reps)
+	for _, r := range results {
+		if r.FirstError != "" {
+			fmt.Fprintf(w, "%s on %s: %d errors, first: %s\n", r.Scenario, r.Backend, r.Errors, r.FirstError)
+		}
+	}
+}
+
+func ms(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
+
+func describeRun(cfg *config) string {
+	if cfg.count > 0 {
+		return fmt.Sprintf("%d operations each", cfg.count)
+	}
+	return cfg.duration.String() + " each"
+}
+
+// rssSampler records the peak resident memory of a process.
+type rssSampler struct {
+	stopc chan struct{}
+	peak  chan int64
+}
+
+func startRSS(pid int) *rssSampler {
+	s := &rssSampler{stopc: make(chan struct{}), peak: make(chan int64, 1)}
+	go func() {
+		var peak int64
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if v := readRSS(pid); v > peak {
+				peak = v
+			}
+			select {
+			case <-s.stopc:
+				s.peak <- peak
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return s
+}
+
+func (s *rssSampler) stop() int64 { close(s.stopc); return <-s.peak }
+
+func readRSS(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			f := strings.Fields(v)
+			if len(f) > 0 {
+				kb, _ := strconv.ParseInt(f[0], 10, 64)
+				return kb * 1024
+			}
+		}
+	}
+	return 0
+}

@@ -1,0 +1,190 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgtables/pgtables/odata"
+)
+
+// sqlBackend is the ceiling: the same operations as plain SQL with pgx on
+// a relation of the same shape as pgtables' (same key, same jsonb stored
+// form, same sizes), so that the ratio shows what pgtables adds on top of
+// PostgreSQL: HTTP, authentication, JSON and SQL building.
+type sqlBackend struct {
+	pool    *pgxpool.Pool
+	tableID int64
+}
+
+const sqlCeilingSchema = `
+CREATE SCHEMA IF NOT EXISTS pgtables_ceiling;
+CREATE TABLE IF NOT EXISTS pgtables_ceiling.entities (
+    table_id bigint NOT NULL,
+    pk       text COLLATE "C" NOT NULL,
+    rk       text COLLATE "C" NOT NULL,
+    ts       bigint NOT NULL,
+    size     integer NOT NULL,
+    props    jsonb NOT NULL,
+    PRIMARY KEY (table_id, pk, rk)
+) WITH (fillfactor = 90)`
+
+func newSQLBackend(ctx context.Context, url string, conns int) (*sqlBackend, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("sql url: %w", err)
+	}
+	cfg.MaxConns = int32(conns)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := pool.Exec(ctx, sqlCeilingSchema); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("create ceiling schema: %w", err)
+	}
+	return &sqlBackend{pool: pool}, nil
+}
+
+func (b *sqlBackend) name() string { return "sql" }
+
+// settle vacuums and analyzes the whole database: the ceiling's relation
+// and, when pgtables uses the same database, pgtables' own.
+func (b *sqlBackend) settle(ctx context.Context) error {
+	_, err := b.pool.Exec(ctx, "VACUUM (ANALYZE)")
+	return err
+}
+
+func now() int64 { return odata.Ticks(time.Now()) }
+
+func (b *sqlBackend) prepare(ctx context.Context, preload bool) error {
+	b.tableID = rand.Int64()
+	if !preload {
+		return nil
+	}
+	rows := make([][]any, 0, preloadTotal)
+	for i := 0; i < preloadTotal; i++ {
+		pk, rk := preloadKey(i)
+		props := entityProps(i)
+		rows = append(rows, []any{b.tableID, pk, rk, now(), odata.EntitySize(pk, rk, props), odata.AppendStored(nil, props)})
+	}
+	_, err := b.pool.CopyFrom(ctx, pgx.Identifier{"pgtables_ceiling", "entities"},
+		[]string{"table_id", "pk", "rk", "ts", "size", "props"}, pgx.CopyFromRows(rows))
+	if err != nil {
+		return fmt.Errorf("preload: %w", err)
+	}
+	return nil
+}
+
+func (b *sqlBackend) cleanup(ctx context.Context) error {
+	_, err := b.pool.Exec(ctx, "DELETE FROM pgtables_ceiling.entities WHERE table_id = $1", b.tableID)
+	return err
+}
+
+func (b *sqlBackend) row(pk, rk string, i int) []any {
+	props := entityProps(i)
+	return []any{b.tableID, pk, rk, now(), odata.EntitySize(pk, rk, props), odata.AppendStored(nil, props)}
+}
+
+func (b *sqlBackend) insert(ctx context.Context, w *worker) error {
+	pk, rk := w.newKey()
+	tag, err := b.pool.Exec(ctx, `INSERT INTO pgtables_ceiling.entities (table_id, pk, rk, ts, size, props) VALUES ($1, $2, $3, $4, $5, $6)`, b.row(pk, rk, w.n)...)
+	if err == nil && tag.RowsAffected() != 1 {
+		err = errors.New("insert wrote nothing")
+	}
+	return err
+}
+
+func (b *sqlBackend) upsert(ctx context.Context, w *worker) error {
+	i, pk, rk := w.ownedKey()
+	_, err := b.pool.Exec(ctx, `
+INSERT INTO pgtables_ceiling.entities (table_id, pk, rk, ts, size, props) VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (table_id, pk, rk) DO UPDATE SET props = excluded.props, size = excluded.size, ts = excluded.ts`, b.row(pk, rk, i)...)
+	return err
+}
+
+func (b *sqlBackend) pointRead(ctx context.Context, w *worker) error {
+	pk, rk := preloadKey(w.rng.IntN(preloadTotal))
+	var ts int64
+	var xmin uint32
+	var props []byte
+	return b.pool.QueryRow(ctx, `SELECT ts, xmin, props FROM pgtables_ceiling.entities WHERE table_id = $1 AND pk = $2 AND rk = $3`,
+		b.tableID, pk, rk).Scan(&ts, &xmin, &props)
+}
+
+func (b *sqlBackend) batchInsert(ctx context.Context, w *worker) error {
+	w.n++
+	pk := fmt.Sprintf("w%03d-%s-%09d", w.id, w.run, w.n)
+	var rks []string
+	var sizes []int32
+	var props [][]byte
+	for j := 0; j < 100; j++ {
+		rk := fmt.Sprintf("r%03d", j)
+		p := entityProps(j)
+		rks = append(rks, rk)
+		sizes = append(sizes, int32(odata.EntitySize(pk, rk, p)))
+		props = append(props, odata.AppendStored(nil, p))
+	}
+	return pgx.BeginTxFunc(ctx, b.pool, pgx.TxOptions{IsoLevel: pgx.Serializable}, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `
+INSERT INTO pgtables_ceiling.entities (table_id, pk, rk, ts, size, props)
+SELECT $1, $2, r.rk, $3, r.size, r.props FROM unnest($4::text[], $5::int[], $6::jsonb[]) AS r(rk, size, props)`,
+			b.tableID, pk, now(), rks, sizes, props)
+		if err == nil && tag.RowsAffected() != 100 {
+			err = fmt.Errorf("batch wrote %d rows", tag.RowsAffected())
+		}
+		return err
+	})
+}
+
+func (b *sqlBackend) count(ctx context.Context, want int, sql string, args ...any) error {
+	rows, err := b.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return err
+	}
+	var pk, rk string
+	var ts int64
+	var xmin uint32
+	var props []byte
+	n := 0
+	_, err = pgx.ForEachRow(rows, []any{&pk, &rk, &ts, &xmin, &props}, func() error { n++; return nil })
+	if err == nil && n != want {
+		err = fmt.Errorf("query returned %d rows, want %d", n, want)
+	}
+	return err
+}
+
+func (b *sqlBackend) partitionScan(ctx context.Context, w *worker) error {
+	pk, _ := preloadKey(w.rng.IntN(preloadPartitions) * preloadRows)
+	return b.count(ctx, preloadRows, `SELECT pk, rk, ts, xmin, props FROM pgtables_ceiling.entities
+WHERE table_id = $1 AND pk = $2 ORDER BY pk, rk LIMIT 1001`, b.tableID, pk)
+}
+
+func (b *sqlBackend) filterScan(ctx context.Context, w *worker) error {
+	return b.count(ctx, preloadTotal/categories, `SELECT pk, rk, ts, xmin, props FROM pgtables_ceiling.entities
+WHERE table_id = $1 AND props -> 'Cat' ->> 0 = 'i32' AND (props -> 'Cat' ->> 1)::int = $2 ORDER BY pk, rk LIMIT 1001`,
+		b.tableID, w.rng.IntN(categories))
+}
+
+func (b *sqlBackend) updateIfMatch(ctx context.Context, w *worker) error {
+	i, pk, rk := w.ownedKey()
+	var ts int64
+	var xmin uint32
+	var props []byte
+	if err := b.pool.QueryRow(ctx, `SELECT ts, xmin, props FROM pgtables_ceiling.entities WHERE table_id = $1 AND pk = $2 AND rk = $3`,
+		b.tableID, pk, rk).Scan(&ts, &xmin, &props); err != nil {
+		return err
+	}
+	row := b.row(pk, rk, i)
+	tag, err := b.pool.Exec(ctx, `UPDATE pgtables_ceiling.entities SET props = $4, size = $5, ts = GREATEST($6, ts + 1)
+WHERE table_id = $1 AND pk = $2 AND rk = $3 AND ts = $7 AND xmin = $8`, row[0], row[1], row[2], row[5], row[4], row[3], ts, xmin)
+	if err == nil && tag.RowsAffected() != 1 {
+		err = errors.New("conditional update matched nothing")
+	}
+	return err
+}

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+)
+
+// config is the whole configuration of the process.
+type config struct {
+	databaseURL    string
+	listen         string
+	accounts       string
+	serviceDomains string
+	logLevel       string
+	logFormat      string
+	accessLog      bool
+	dbMaxConns     int
+	// dbAcquireTimeout bounds the wait for a free database connection;
+	// then the request gets 503 ServerBusy with Retry-After.
+	dbAcquireTimeout time.Duration
+	shutdownGrace    time.Duration
+	// shutdownDelay is how long the server keeps serving after SIGTERM
+	// with /-/ready at 503, so that load balancers notice first.
+	shutdownDelay     time.Duration
+	readHeaderTimeout time.Duration
+	readTimeout       time.Duration
+	writeTimeout      time.Duration
+	idleTimeout       time.Duration
+	requestTimeout    time.Duration
+	maxHeaderBytes    int
+	maxBodyBytes      int
+	maxConcurrent     int // 0: no limit
+	tlsCert, tlsKey   string
+	trustedProxies    string
+	pprofListen       string // "": no profiling endpoint
+}
+
+// parseConfig reads the configuration: every setting is an environment
+// variable with a flag twin, and the flag wins when both are given. It
+// returns the arguments left after the flags.
+func parseConfig(name string, args []string, getenv func(string) string, stderr io.Writer) (*config, []string, error) {
+	c := &config{}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	envErrs := map[string]error{} // by flag name
+	// envOr returns the environment's value for env, or def.
+	envOr := func(env, def string) string {
+		if v := getenv(env); v != "" {
+			return v
+		}
+		return def
+	}
+	str := func(p *string, flagName, env, def, usage string) {
+		fs.StringVar(p, flagName, envOr(env, def), usage+" ($"+env+")")
+	}
+	integer := func(p *int, flagName, env, def string, lo int, usage string) {
+		v, err := strconv.Atoi(envOr(env, def))
+		if err != nil || v < lo {
+			envErrs[flagName] = fmt.Errorf("%s: %q is not a whole number of at least %d", env, envOr(env, def), lo)
+		}
+		fs.Func(flagName, usage+" ($"+env+", default "+def+")", func(s string) error {
+			n, err := strconv.Atoi(s)
+			if err != nil || n < lo {
+				return fmt.Errorf("%q is not a whole number of at least %d", s, lo)
+			}
+			*p = n
+			return nil
+		})
+		*p = v
+	}
+	duration := func(p *time.Duration, flagName, env, def, usage string) {
+		v, err := time.ParseDuration(envOr(env, def))
+		if err != nil || v < 0 {
+			envErrs[flagName] = fmt.Errorf("%s: %q is not a duration such as 1.5s or 2m", env, envOr(env, def))
+		}
+		fs.Func(flagName, usage+" ($"+env+", default "+def+")", func(s string) error {
+			d, err := time.ParseDuration(s)
+			if err != nil || d < 0 {
+				return fmt.Errorf("%q is not a duration such as 1.5s or 2m", s)
+			}
+			*p = d
+			return nil
+		})
+		*p = v
+	}
+	boolean := func(p *bool, flagName, env, def, usage string) {
+		v, err := strconv.ParseBool(envOr(env, def))
+		if err != nil {
+			envErrs[flagName] = fmt.Errorf("%s: %q is not true or false", env, envOr(env, def))
+		}
+		fs.BoolVar(p, flagName, v, usage+" ($"+env+")")
+	}
+
+	str(&c.databaseURL, "database-url", "PGTABLES_DATABASE_URL", "", "PostgreSQL connection string; empty uses the libpq environment (PGHOST, ...)")
+	str(&c.listen, "listen", "PGTABLES_LISTEN", "127.0.0.1:10002", "address to serve on")
+	str(&c.accounts, "accounts", "PGTABLES_ACCOUNTS", "", "accounts as name1:key1[:key2];name2:key1; empty means the development account")
+	str(&c.serviceDomains, "service-domains", "PGTABLES_SERVICE_DOMAINS", "", "comma-separated domains for host-style addressing (<account>.<domain>); empty accepts any host whose first label is an account")
+	str(&c.logLevel, "log-level", "PGTABLES_LOG_LEVEL", "info", "debug, info, warn or error")
+	str(&c.logFormat, "log-format", "PGTABLES_LOG_FORMAT", "json", "json or text")
+	boolean(&c.accessLog, "access-log", "PGTABLES_ACCESS_LOG", "true", "log a line per request (at info; 5xx at warn)")
+	integer(&c.dbMaxConns, "db-max-conns", "PGTABLES_DB_MAX_CONNS", "20", 1, "maximum database connections")
+	duration(&c.dbAcquireTimeout, "db-acquire-timeout", "PGTABLES_DB_ACQUIRE_TIMEOUT", "2s", "how long a request waits for a free database connection before 503 ServerBusy")
+	duration(&c.shutdownGrace, "shutdown-grace", "PGTABLES_SHUTDOWN_GRACE", "30s", "how long in-flight requests may take to finish on shutdown")
+	duration(&c.shutdownDelay, "shutdown-delay", "PGTABLES_SHUTDOWN_DELAY", "0s", "how long to keep serving after SIGTERM with /-/ready at 503, before refusing new connections")
+	duration(&c.readHeaderTimeout, "read-header-timeout", "PGTABLES_READ_HEADER_TIMEOUT", "10s", "time allowed to read a request's headers")
+	duration(&c.readTimeout, "read-timeout", "PGTABLES_READ_TIMEOUT", "1m", "time allowed to read a whole request, body included")
+	duration(&c.writeTimeout, "write-timeout", "PGTABLES_WRITE_TIMEOUT", "1m", "time allowed from the end of the request headers to the end of the response")
+	duration(&c.idleTimeout, "idle-timeout", "PGTABLES_IDLE_TIMEOUT", "2m", "how long an idle keep-alive connection stays open")
+	duration(&c.requestTimeout, "request-timeout", "PGTABLES_REQUEST_TIMEOUT", "30s", "bound on the work of one request, database included; 0 means none")
+	integer(&c.maxHeaderBytes, "max-header-bytes", "PGTABLES_MAX_HEADER_BYTES", "65536", 4096, "maximum size of a request's headers")
+	integer(&c.maxBodyBytes, "max-body-bytes", "PGTABLES_MAX_BODY_BYTES", "4194304", 1024, "maximum size of a request body (Azure: 4 MiB)")
+	integer(&c.maxConcurrent, "max-concurrent-requests", "PGTABLES_MAX_CONCURRENT_REQUESTS", "512", 0, "requests answered at once; beyond it 503 ServerBusy; 0 means no limit")
+	str(&c.tlsCert, "tls-cert", "PGTABLES_TLS_CERT", "", "PEM certificate (chain) file: serve HTTPS; needs -tls-key")
+	str(&c.tlsKey, "tls-key", "PGTABLES_TLS_KEY", "", "PEM private key file for -tls-cert")
+	str(&c.trustedProxies, "trusted-proxies", "PGTABLES_TRUSTED_PROXIES", "", "comma-separated CIDRs or addresses of proxies whose X-Forwarded-For/-Proto/-Host are believed")
+	str(&c.pprofListen, "pprof-listen", "PGTABLES_PPROF_LISTEN", "", "address of a separate listener serving Go's pprof profiles (e.g. 127.0.0.1:6060); empty: off")
+
+	if err := fs.Parse(args); err != nil {
+		return nil, nil, err
+	}
+	// A bad environment value matters unless its flag replaced it.
+	fs.Visit(func(f *flag.Flag) { delete(envErrs, f.Name) })
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		if err := envErrs[f.Name]; err != nil {
+			errs = append(errs, err)
+		}
+	})
+	if (c.tlsCert == "") != (c.tlsKey == "") {
+		errs = append(errs, errors.New("tls-cert and tls-key go together"))
+	}
+	if len(errs) > 0 {
+		return nil, nil, errors.Join(errs...)
+	}
+	return c, fs.Args(), nil
+}

@@ -1,0 +1,31 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"testing"
+)
+
+func TestPprofOnlyWhenAsked(t *testing.T) {
+	t.Parallel()
+	c, _, err := parseConfig("x", nil, env(nil), io.Discard)
+	if err != nil || c.pprofListen != "" {
+		t.Fatalf("pprof is on by default: %q %v", c.pprofListen, err)
+	}
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := servePprof(ctx, addr, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get("http://" + addr + "/debug/pprof/goroutine?debug=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("pprof answered %d", resp.StatusCode)
+	}
+}

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgtables/pgtables/httpapi"
+	"github.com/pgtables/pgtables/migrations"
+	"github.com/pgtables/pgtables/store"
+)
+
+// defaultConnectTimeout bounds opening a database connection when the
+// connection string sets no connect_timeout: without it, connecting to an
+// unreachable host would wait for the operating system's TCP timeout.
+const defaultConnectTimeout = 5 * time.Second
+
+func migrate(ctx context.Context, cfg *config, log *slog.Logger) error {
+	if err := migrations.Up(ctx, cfg.databaseURL); err != nil {
+		return err
+	}
+	v, _, err := migrations.Version(cfg.databaseURL)
+	if err != nil {
+		return err
+	}
+	log.Info("migrations applied", "version", v)
+	return nil
+}
+
+// serve runs the server until ctx ends, then shuts down: /-/ready turns
+// 503 at once, new requests are still answered for cfg.shutdownDelay, then
+// the listener closes and requests in flight get cfg.shutdownGrace to
+// finish; then the background work stops and the pool closes.
+func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
+	accounts := httpapi.DevAccounts()
+	if cfg.accounts == "" {
+		log.Warn("PGTABLES_ACCOUNTS is not set: serving only the development account devstoreaccount1 with its published key; do not expose this server")
+	} else {
+		var err error
+		if accounts, err = httpapi.ParseAccounts(cfg.accounts); err != nil {
+			return fmt.Errorf("accounts: %w", err)
+		}
+	}
+	proxies, err := httpapi.ParseTrustedProxies(cfg.trustedProxies)
+	if err != nil {
+		return fmt.Errorf("trusted-proxies: %w", err)
+	}
+	var tlsCfg *tls.Config
+	if cfg.tlsCert != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.tlsCert, cfg.tlsKey)
+		if err != nil {
+			return fmt.Errorf("tls: %w", err)
+		}
+		tlsCfg = &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+	}
+	if cfg.requestTimeout > 0 && cfg.writeTimeout > 0 && cfg.writeTimeout <= cfg.requestTimeout {
+		log.Warn("write-timeout does not exceed request-timeout: a request that times out may not get its 503 answer",
+			"write_timeout", cfg.writeTimeout, "request_timeout", cfg.requestTimeout)
+	}
+
+	poolCfg, err := pgxpool.ParseConfig(cfg.databaseURL)
+	if err != nil {
+		return fmt.Errorf("database url: %w", err)
+	}
+	poolCfg.MaxConns = int32(cfg.dbMaxConns)
+	if poolCfg.ConnConfig.ConnectTimeout == 0 {
+		poolCfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
+	}
+	store.LimitAcquireWait(poolCfg, cfg.dbAcquireTimeout)
+	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
+	if err != nil {
+		return fmt.Errorf("database: %w", err)
+	}
+	defer pool.Close()
+	st := store.New(pool)
+
+	var domains []string
+	for _, d := range strings.Split(cfg.serviceDomains, ",") {
+		if d = strings.TrimSpace(d); d != "" {
+			domains = append(domains, d)
+		}
+	}
+	var migrated atomic.Bool
+	srv := httpapi.New(httpapi.Config{
+		Accounts:              accounts,
+		ServiceDomains:        domains,
+		Version:               version,
+		MaxBodyBytes:          int64(cfg.maxBodyBytes),
+		TrustedProxies:        proxies,
+		MaxConcurrentRequests: cfg.maxConcurrent,
+		RequestTimeout:        cfg.requestTimeout,
+		AccessLog:             cfg.accessLog,
+	}, st, log, func(ctx context.Context) error {
+		if !migrated.Load() {
+			return errors.New("database not migrated yet")
+		}
+		return ping(ctx, st)
+	})
+
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return err
+	}
+	if cfg.pprofListen != "" {
+		if err := servePprof(ctx, cfg.pprofListen, log); err != nil {
+			return fmt.Errorf("pprof: %w", err)
+		}
+	}
+	// Requests run under a context of their own, cancelled only when the
+	// grace period is over, so that shutting down does not cut them short.
+	reqCtx, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelRequests()
+	hs := &http.Server{
+		Handler:           srv,
+		ReadHeaderTimeout: cfg.readHeaderTimeout,
+		ReadTimeout:       cfg.readTimeout,
+		WriteTimeout:      cfg.writeTimeout,
+		IdleTimeout:       cfg.idleTimeout,
+		MaxHeaderBytes:    cfg.maxHeaderBytes,
+		TLSConfig:         tlsCfg,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return reqCtx },
+	}
+	served := make(chan error, 1)
+	go func() {
+		if tlsCfg != nil {
+			served <- hs.ServeTLS(ln, "", "")
+		} else {
+			served <- hs.Serve(ln)
+		}
+	}()
+	log.Info("listening", "addr", ln.Addr().String(), "tls", tlsCfg != nil, "version", version, "accounts", len(accounts))
+
+	// Migrations run once the database answers; until then /-/ready is 503
+	// and protocol requests get a retryable ServerBusy. Then the purge of
+	// deleted tables runs until shutdown.
+	bg, cancelBG := context.WithCancel(ctx)
+	defer cancelBG()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for delay := 250 * time.Millisecond; ; delay = min(2*delay, 10*time.Second) {
+			err := migrations.Up(bg, cfg.databaseURL)
+			if err == nil {
+				break
+			}
+			if errors.Is(err, migrations.ErrSchemaNewer) {
+				// A newer release migrated the database during a rolling
+				// upgrade; its schema keeps serving older replicas.
+				log.Warn("serving on a newer database schema", "err", err)
+				break
+			}
+			if bg.Err() != nil {
+				return
+			}
+			log.Warn("database not ready, retrying", "err", err, "retry_in", delay)
+			select {
+			case <-bg.Done():
+				return
+			case <-time.After(delay):
+			}
+		}
+		migrated.Store(true)
+		srv.StartServing()
+		log.Info("database migrated, serving")
+		st.Purge(bg, purgeConfig(cfg), log)
+	})
+
+	select {
+	case err := <-served:
+		cancelBG()
+		wg.Wait()
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	srv.Drain()
+	log.Info("shutting down", "delay", cfg.shutdownDelay, "grace", cfg.shutdownGrace)
+	if cfg.shutdownDelay > 0 {
+		select {
+		case <-time.After(cfg.shutdownDelay):
+		case err := <-served:
+			cancelBG()
+			wg.Wait()
+			return fmt.Errorf("serve: %w", err)
+		}
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownGrace)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		log.Warn("shutdown grace period over: cancelling the requests still in flight", "err", err)
+		cancelRequests()
+		_ = hs.Close()
+	}
+	cancelBG()
+	wg.Wait()
+	cancelRequests()
+	pool.Close()
+	log.Info("stopped")
+	return nil
+}
+
+// ping is the readiness check of the database. A pool whose connections
+// are all busy is taken for a working database: failing readiness under
+// load would move the load onto the other replicas and make it worse.
+func ping(ctx context.Context, st *store.Store) error {
+	err := st.Ping(ctx)
+	if err == nil {
+		return nil
+	}
+	if s := st.Pool().Stat(); s.AcquiredConns() >= s.MaxConns() && errors.Is(err, context.DeadlineExceeded) {
+		return nil
+	}
+	return err
+}
+
+// purgeConfig is the purge's configuration. Its grace period must outlast
+// any write transaction, which the request timeout bounds: a write that
+// found the table just before it was deleted must not commit its entity
+// after the table's row is gone.
+func purgeConfig(cfg *config) store.PurgeConfig {
+	pc := store.DefaultPurgeConfig
+	if cfg.requestTimeout > 0 {
+		pc.Grace = max(pc.Grace, 2*cfg.requestTimeout)
+	} else {
+		pc.Grace = max(pc.Grace, 10*time.Minute)
+	}
+	return pc
+}
