@@ -1,0 +1,76 @@
+package integration
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/pgtables/pgtables/httpapi"
+)
+
+// TestJSInterop runs testdata/js/interop.js, which drives the server with the
+// JavaScript SDK (@azure/data-tables, the version pinned in package.json and
+// package-lock.json): single-entity operations and submitTransaction, both
+// successful and failing. It needs Node: without it the test says so and
+// passes, unless PGTABLES_REQUIRE_NODE is set, as CI (.ci/run) sets it.
+// node_modules is installed with npm ci on first use and kept, with npm's
+// download cache, under testdata/js.
+func TestJSInterop(t *testing.T) {
+	t.Parallel()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		if os.Getenv("PGTABLES_REQUIRE_NODE") != "" {
+			t.Fatal("node is not installed, and PGTABLES_REQUIRE_NODE asks for the JavaScript SDK interop test")
+		}
+		t.Log("node is not installed: the JavaScript SDK interop test did not run")
+		return
+	}
+	dir, err := filepath.Abs(filepath.Join("testdata", "js"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	// npm writes node_modules/.package-lock.json once an install is
+	// complete; without it (never installed, or interrupted), or when the
+	// lock file has changed since, install anew.
+	if !installed(dir) {
+		npm, err := exec.LookPath("npm")
+		if err != nil {
+			t.Fatalf("node is installed but npm is not: cannot install the JavaScript SDK")
+		}
+		cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund", "--prefer-offline",
+			"--cache", filepath.Join(dir, ".npm-cache"))
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("npm ci: %v\n%s", err, out)
+		}
+	}
+	e := newEnv(t)
+	cmd := exec.CommandContext(ctx, node, "interop.js")
+	cmd.Dir = dir
+	// An IP address, never "localhost": with it the SDK turns to Cosmos DB.
+	cmd.Env = append(os.Environ(),
+		"PGTABLES_ENDPOINT="+e.svcURL,
+		"PGTABLES_ACCOUNT="+httpapi.DevAccount,
+		"PGTABLES_KEY="+httpapi.DevKey)
+	out, err := cmd.CombinedOutput()
+	t.Logf("node interop.js:\n%s", out)
+	if err != nil {
+		t.Errorf("the JavaScript SDK checks failed: %v", err)
+	}
+}
+
+// installed reports whether node_modules under dir holds a complete
+// install of the current package-lock.json.
+func installed(dir string) bool {
+	done, err := os.Stat(filepath.Join(dir, "node_modules", ".package-lock.json"))
+	if err != nil {
+		return false
+	}
+	lock, err := os.Stat(filepath.Join(dir, "package-lock.json"))
+	return err == nil && !lock.ModTime().After(done.ModTime())
+}

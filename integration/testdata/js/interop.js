@@ -1,0 +1,205 @@
+// Drives a pgtables server with @azure/data-tables: single-entity operations
+// and submitTransaction, successful and failing. Started by
+// integration/batch_js_test.go with the service URL and the account in the
+// environment; exits non-zero on any mismatch.
+//
+// The endpoint must be an IP address such as http://127.0.0.1:<port>/<account>:
+// with "localhost" the SDK switches to its Cosmos DB mode.
+"use strict";
+
+const {
+  TableClient,
+  TableServiceClient,
+  AzureNamedKeyCredential,
+  odata,
+} = require("@azure/data-tables");
+
+const endpoint = process.env.PGTABLES_ENDPOINT;
+const account = process.env.PGTABLES_ACCOUNT;
+const key = process.env.PGTABLES_KEY;
+if (!endpoint || !account || !key) {
+  console.error("set PGTABLES_ENDPOINT, PGTABLES_ACCOUNT and PGTABLES_KEY");
+  process.exit(2);
+}
+
+const options = { allowInsecureConnection: true, retryOptions: { maxRetries: 0 } };
+const credential = new AzureNamedKeyCredential(account, key);
+const tableName = "js" + Date.now().toString(36) + Math.floor(Math.random() * 1e6).toString(36);
+const service = new TableServiceClient(endpoint, credential, options);
+const client = new TableClient(endpoint, tableName, credential, options);
+
+let failures = 0;
+function check(ok, what, detail) {
+  if (ok) {
+    console.log("ok   " + what);
+  } else {
+    failures++;
+    console.log("FAIL " + what + (detail === undefined ? "" : ": " + JSON.stringify(detail)));
+  }
+}
+
+// expectError runs fn and checks that it throws a RestError with the given
+// status and code; it returns the error. For single-entity operations the
+// SDK leaves err.code unset and keeps the service's code in the parsed
+// body; submitTransaction sets err.code.
+async function expectError(what, status, code, fn) {
+  try {
+    await fn();
+  } catch (err) {
+    const got = err.code ?? err.response?.parsedBody?.odataError?.code;
+    check(err.statusCode === status && got === code, what + ` fails with ${status} ${code}`,
+      { statusCode: err.statusCode, code: got, message: err.message });
+    return err;
+  }
+  check(false, what + ` fails with ${status} ${code}`, "it succeeded");
+  return undefined;
+}
+
+async function exists(pk, rk) {
+  try {
+    await client.getEntity(pk, rk);
+    return true;
+  } catch (err) {
+    if (err.statusCode === 404) {
+      return false;
+    }
+    throw err;
+  }
+}
+
+async function singleEntityOperations() {
+  const pk = "single";
+  await client.createEntity({ partitionKey: pk, rowKey: "a", Name: "first", N: 1 });
+  let e = await client.getEntity(pk, "a");
+  check(e.Name === "first" && e.N === 1 && typeof e.etag === "string" && e.etag.startsWith('W/"'),
+    "createEntity then getEntity", e);
+
+  await client.updateEntity({ partitionKey: pk, rowKey: "a", Extra: true }, "Merge", { etag: e.etag });
+  e = await client.getEntity(pk, "a");
+  check(e.Name === "first" && e.Extra === true, "updateEntity Merge with the ETag keeps and adds", e);
+
+  await client.updateEntity({ partitionKey: pk, rowKey: "a", Name: "second" }, "Replace");
+  e = await client.getEntity(pk, "a");
+  check(e.Name === "second" && e.Extra === undefined && e.N === undefined, "updateEntity Replace drops the rest", e);
+
+  await expectError("updateEntity with a stale ETag", 412, "UpdateConditionNotSatisfied",
+    () => client.updateEntity({ partitionKey: pk, rowKey: "a", Name: "third" }, "Replace",
+      { etag: 'W/"datetime\'2020-01-01T00%3A00%3A00.0000000Z\'"' }));
+
+  await client.upsertEntity({ partitionKey: pk, rowKey: "b", V: 1 }, "Replace");
+  await client.upsertEntity({ partitionKey: pk, rowKey: "b", W: 2 }, "Merge");
+  e = await client.getEntity(pk, "b");
+  check(e.V === 1 && e.W === 2, "upsertEntity Replace then Merge", e);
+
+  await expectError("createEntity of an existing entity", 409, "EntityAlreadyExists",
+    () => client.createEntity({ partitionKey: pk, rowKey: "b" }));
+
+  await client.createEntity({ partitionKey: "other", rowKey: "z", V: 9 });
+  const listed = [];
+  for await (const x of client.listEntities({ queryOptions: { filter: odata`PartitionKey eq ${pk} and V ge ${1}` } })) {
+    listed.push(x.rowKey);
+  }
+  check(listed.join() === "b", "listEntities with a filter", listed);
+
+  await client.deleteEntity(pk, "a");
+  check(!(await exists(pk, "a")), "deleteEntity");
+  await expectError("deleteEntity of a missing entity", 404, "ResourceNotFound",
+    () => client.deleteEntity(pk, "a"));
+}
+
+async function transactions() {
+  // A partition key with a quote: JS doubles it in sub-request URLs.
+  const pk = "p'1 ü";
+  const seeded = {};
+  for (const rk of ["c", "d", "g"]) {
+    await client.createEntity({ partitionKey: pk, rowKey: rk, Old: "o", V: 0 });
+    seeded[rk] = (await client.getEntity(pk, rk)).etag;
+  }
+
+  const ok = await client.submitTransaction([
+    ["create", { partitionKey: pk, rowKey: "a", V: 1 }],
+    ["create", { partitionKey: pk, rowKey: "b", V: 2 }],
+    ["update", { partitionKey: pk, rowKey: "c", V: 3 }, "Merge", { etag: seeded.c }],
+    ["update", { partitionKey: pk, rowKey: "d", V: 4 }, "Replace"],
+    ["upsert", { partitionKey: pk, rowKey: "e", V: 5 }, "Replace"],
+    ["upsert", { partitionKey: pk, rowKey: "f", V: 6 }, "Merge"],
+    ["delete", { partitionKey: pk, rowKey: "g" }],
+  ]);
+  check(ok.status === 202, "submitTransaction answers 202", ok.status);
+  const statuses = ok.subResponses.map((s) => s.status);
+  check(statuses.length === 7 && statuses.every((s) => s === 204), "one 204 sub-response per action", statuses);
+  const etags = ok.subResponses.map((s) => s.etag);
+  check(etags.slice(0, 6).every((t) => typeof t === "string" && t.startsWith('W/"')) && etags[6] === undefined,
+    "an ETag for every action but the delete", etags);
+  const a = ok.getResponseForEntity("a");
+  const readA = await client.getEntity(pk, "a");
+  check(a !== undefined && a.etag === readA.etag, "getResponseForEntity gives the inserted entity's ETag",
+    { answered: a, stored: readA.etag });
+
+  const c = await client.getEntity(pk, "c");
+  const d = await client.getEntity(pk, "d");
+  const e = await client.getEntity(pk, "e");
+  const f = await client.getEntity(pk, "f");
+  check(c.Old === "o" && c.V === 3, "update Merge in a transaction", c);
+  check(d.Old === undefined && d.V === 4, "update Replace in a transaction", d);
+  check(e.V === 5 && f.V === 6, "upserts in a transaction", { e, f });
+  check(!(await exists(pk, "g")), "delete in a transaction");
+  check(readA.timestamp === c.timestamp && c.timestamp === f.timestamp, "one Timestamp for the transaction",
+    [readA.timestamp, c.timestamp, f.timestamp]);
+  check(etags[2] === c.etag && etags[3] === d.etag, "sub-response ETags are the stored ones",
+    { answered: etags.slice(2, 4), stored: [c.etag, d.etag] });
+
+  // A failing transaction: nothing of it is written, and JS reports the
+  // failing action's status and code.
+  const failed = await expectError("submitTransaction with a duplicate insert", 409, "EntityAlreadyExists",
+    () => client.submitTransaction([
+      ["create", { partitionKey: pk, rowKey: "x", V: 1 }],
+      ["update", { partitionKey: pk, rowKey: "c", V: 99 }, "Replace"],
+      ["create", { partitionKey: pk, rowKey: "a", V: 1 }],
+    ]));
+  check(failed !== undefined && /^2:/.test(failed.message), "the failure names action 2", failed && failed.message);
+  check(!(await exists(pk, "x")), "the failed transaction's insert is not there");
+  check((await client.getEntity(pk, "c")).V === 3, "the failed transaction's update is not there");
+
+  await expectError("submitTransaction with a stale ETag", 412, "UpdateConditionNotSatisfied",
+    () => client.submitTransaction([
+      ["create", { partitionKey: pk, rowKey: "y", V: 1 }],
+      ["update", { partitionKey: pk, rowKey: "c", V: 100 }, "Merge", { etag: seeded.c }],
+    ]));
+  check(!(await exists(pk, "y")), "the stale transaction's insert is not there");
+
+  await expectError("submitTransaction deleting a missing entity", 404, "ResourceNotFound",
+    () => client.submitTransaction([["delete", { partitionKey: pk, rowKey: "nope" }]]));
+
+  // Keys that hold the string JS splits answers on.
+  const odd = await client.submitTransaction([
+    ["create", { partitionKey: pk, rowKey: "--changesetresponse_k" }],
+    ["create", { partitionKey: pk, rowKey: "k2" }],
+  ]);
+  check(odd.subResponses.length === 2, "keys holding --changesetresponse_ do not split the answer",
+    odd.subResponses);
+}
+
+async function main() {
+  await service.createTable(tableName);
+  try {
+    await singleEntityOperations();
+    await transactions();
+  } finally {
+    await service.deleteTable(tableName);
+  }
+}
+
+main().then(
+  () => {
+    console.log(failures === 0 ? "all checks passed" : `${failures} checks failed`);
+    process.exit(failures === 0 ? 0 : 1);
+  },
+  (err) => {
+    console.log("FAIL unexpected error: " + (err && err.stack ? err.stack : err));
+    if (err && err.statusCode !== undefined) {
+      console.log(JSON.stringify({ statusCode: err.statusCode, code: err.code }));
+    }
+    process.exit(1);
+  },
+);
