@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgtables/pgtables/odata"
 )
@@ -40,7 +41,10 @@ func (s *Store) Batch(ctx context.Context, account, table string, writes []Write
 	obs.BatchRun(len(writes))
 	var lastErr error
 	for attempt := 0; attempt < maxBatchAttempts; attempt++ {
-		if attempt > 0 {
+		// The first attempt only tries the partition lock; later ones wait
+		// for it before their snapshot is taken.
+		wait := attempt > 0
+		if attempt > 0 && !errors.Is(lastErr, errPartitionBusy) {
 			obs.BatchRetried()
 			// Full jitter, growing to ~50 ms, keeps colliding batches from
 			// colliding again in lockstep.
@@ -51,8 +55,8 @@ func (s *Store) Batch(ctx context.Context, account, table string, writes []Write
 			case <-time.After(backoff):
 			}
 		}
-		results, err := s.batchOnce(ctx, account, table, writes)
-		if err == nil || !retryable(err) {
+		results, err := s.batchOnce(ctx, account, table, writes, wait)
+		if err == nil || !(retryable(err) || errors.Is(err, errPartitionBusy)) {
 			return results, err
 		}
 		lastErr = err
@@ -60,13 +64,23 @@ func (s *Store) Batch(ctx context.Context, account, table string, writes []Write
 	return nil, fmt.Errorf("%w: batch kept conflicting: %w", ErrUnavailable, lastErr)
 }
 
+// errPartitionBusy means another batch holds the partition's lock.
+var errPartitionBusy = errors.New("partition locked by another batch")
+
 const (
-	// Batches on one partition take a transaction-scoped lock on it first,
-	// so that they queue instead of failing each other's serializable
-	// reads and being retried over and over. Single-entity writes do not
-	// take it; a batch that conflicts with one of them is retried as a
-	// whole (see Batch).
-	sqlLockPartition = `SELECT pg_advisory_xact_lock($1)`
+	// Batches on one partition take an advisory lock on it, so that they
+	// queue instead of failing each other's serializable reads and being
+	// retried over and over. A SERIALIZABLE transaction's snapshot is taken
+	// by its first statement, so a batch must not wait for the lock inside
+	// its transaction: the snapshot would predate the writes of the batch
+	// it waited for, and it would fail on them. A batch therefore first
+	// tries the transaction-scoped lock and, when another batch holds it,
+	// starts again: it waits for the session-scoped lock, and only then
+	// begins its transaction. Single-entity writes take no lock; a batch
+	// that conflicts with one of them is retried as a whole (see Batch).
+	sqlTryLockPartition = `SELECT pg_try_advisory_xact_lock($1)`
+	sqlLockPartition    = `SELECT pg_advisory_lock($1)`
+	sqlUnlockPartition  = `SELECT pg_advisory_unlock($1)`
 
 	// A batch of inserts only is one statement; a conflict leaves a key
 	// out of RETURNING, and the transaction is rolled back.
@@ -91,19 +105,32 @@ func partitionLock(account, table, pk string) int64 {
 	return int64(h.Sum64())
 }
 
-func (s *Store) batchOnce(ctx context.Context, account, table string, writes []Write) ([]Result, error) {
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable})
+func (s *Store) batchOnce(ctx context.Context, account, table string, writes []Write, wait bool) ([]Result, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, classify(fmt.Errorf("begin batch: %w", err))
+	}
+	defer conn.Release()
+	lock := partitionLock(account, table, writes[0].PartitionKey)
+	if wait {
+		if _, err := conn.Exec(ctx, sqlLockPartition, lock); err != nil {
+			// Whether the lock was granted is unknown: the session goes.
+			_ = conn.Conn().Close(context.WithoutCancel(ctx))
+			return nil, classify(fmt.Errorf("lock partition: %w", err))
+		}
+		defer unlockPartition(ctx, conn, lock)
+	}
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable})
 	if err != nil {
 		return nil, classify(fmt.Errorf("begin batch: %w", err))
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
 	now := s.ticks()
-	lock := partitionLock(account, table, writes[0].PartitionKey)
 	var results []Result
 	if insertsOnly(writes) {
-		results, err = s.insertMany(ctx, tx, account, table, writes, now, lock)
+		results, err = s.insertMany(ctx, tx, account, table, writes, now, lock, !wait)
 	} else {
-		results, err = s.writeEach(ctx, tx, account, table, writes, now, lock)
+		results, err = s.writeEach(ctx, tx, account, table, writes, now, lock, !wait)
 	}
 	if err != nil {
 		return nil, err
@@ -115,6 +142,28 @@ func (s *Store) batchOnce(ctx context.Context, account, table string, writes []W
 		return nil, classify(fmt.Errorf("commit batch: %w", err))
 	}
 	return results, nil
+}
+
+// unlockPartition releases the session-scoped partition lock, or, when
+// that fails, closes the session, which releases it too.
+func unlockPartition(ctx context.Context, conn *pgxpool.Conn, lock int64) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if _, err := conn.Exec(ctx, sqlUnlockPartition, lock); err != nil {
+		_ = conn.Conn().Close(ctx)
+	}
+}
+
+// tryLocked reads the outcome of sqlTryLockPartition.
+func tryLocked(row pgx.Row) error {
+	var ok bool
+	if err := row.Scan(&ok); err != nil {
+		return batchFailure(0, fmt.Errorf("lock partition: %w", err))
+	}
+	if !ok {
+		return errPartitionBusy
+	}
+	return nil
 }
 
 // batchFailure sorts an error of a batch's statement: a conflict to retry,
@@ -129,9 +178,11 @@ func batchFailure(i int, err error) error {
 	return &BatchError{Index: i, Err: err}
 }
 
-func (s *Store) writeEach(ctx context.Context, tx pgx.Tx, account, table string, writes []Write, now, lock int64) ([]Result, error) {
-	if _, err := tx.Exec(ctx, sqlLockPartition, lock); err != nil {
-		return nil, batchFailure(0, fmt.Errorf("lock partition: %w", err))
+func (s *Store) writeEach(ctx context.Context, tx pgx.Tx, account, table string, writes []Write, now, lock int64, tryLock bool) ([]Result, error) {
+	if tryLock {
+		if err := tryLocked(tx.QueryRow(ctx, sqlTryLockPartition, lock)); err != nil {
+			return nil, err
+		}
 	}
 	results := make([]Result, len(writes))
 	for i := range writes {
@@ -154,8 +205,8 @@ func insertsOnly(writes []Write) bool {
 }
 
 // insertMany runs a batch of inserts as one statement, sent together with
-// the partition lock: one round trip between BEGIN and COMMIT.
-func (s *Store) insertMany(ctx context.Context, tx pgx.Tx, account, table string, writes []Write, now, lock int64) ([]Result, error) {
+// the try of the partition lock: one round trip between BEGIN and COMMIT.
+func (s *Store) insertMany(ctx context.Context, tx pgx.Tx, account, table string, writes []Write, now, lock int64, tryLock bool) ([]Result, error) {
 	pk := writes[0].PartitionKey
 	rks := make([]string, len(writes))
 	sizes := make([]int32, len(writes))
@@ -167,12 +218,16 @@ func (s *Store) insertMany(ctx context.Context, tx pgx.Tx, account, table string
 		props[i] = odata.AppendStored(nil, w.Properties)
 	}
 	b := &pgx.Batch{}
-	b.Queue(sqlLockPartition, lock)
+	if tryLock {
+		b.Queue(sqlTryLockPartition, lock)
+	}
 	b.Queue(sqlInsertMany, account, tableKey(table), pk, now, rks, sizes, props)
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
-	if _, err := br.Exec(); err != nil {
-		return nil, batchFailure(0, fmt.Errorf("lock partition: %w", err))
+	if tryLock {
+		if err := tryLocked(br.QueryRow()); err != nil {
+			return nil, err
+		}
 	}
 	rows, err := br.Query()
 	if err != nil {
