@@ -18,31 +18,33 @@ import (
 type backend interface {
 	name() string
 	// prepare creates an empty table and, when preload is set, loads the
-	// shared data set; it runs outside the timed window.
-	prepare(ctx context.Context, preload bool) error
+	// data set; it runs outside the timed window.
+	prepare(ctx context.Context, data dataSet, preload bool) error
 	cleanup(ctx context.Context) error
 	insert(ctx context.Context, w *worker) error
 	upsert(ctx context.Context, w *worker) error
 	pointRead(ctx context.Context, w *worker) error
 	batchInsert(ctx context.Context, w *worker) error
 	partitionScan(ctx context.Context, w *worker) error
+	tableScan(ctx context.Context, w *worker) error
 	filterScan(ctx context.Context, w *worker) error
 	updateIfMatch(ctx context.Context, w *worker) error
 }
 
 // worker is one concurrent client.
 type worker struct {
-	id, of int    // this worker's number and the number of workers
-	run    string // distinguishes the keys of one repetition from another's
-	n      int    // operations done
+	id, of int     // this worker's number and the number of workers
+	run    string  // distinguishes the keys of one repetition from another's
+	data   dataSet // the preloaded entities
+	n      int     // operations done
 	rng    *rand.Rand
 }
 
 // ownedKey returns a random preloaded entity that only this worker writes,
 // so that conditional updates never race between workers.
 func (w *worker) ownedKey() (i int, pk, rk string) {
-	i = w.id + w.of*w.rng.IntN((preloadTotal-w.id+w.of-1)/w.of)
-	pk, rk = preloadKey(i)
+	i = w.id + w.of*w.rng.IntN((w.data.total()-w.id+w.of-1)/w.of)
+	pk, rk = w.data.key(i)
 	return i, pk, rk
 }
 
@@ -65,7 +67,7 @@ type httpBackend struct {
 
 func (b *httpBackend) name() string { return "pgtables" }
 
-func (b *httpBackend) prepare(ctx context.Context, preload bool) error {
+func (b *httpBackend) prepare(ctx context.Context, data dataSet, preload bool) error {
 	b.table = tableName("bench")
 	if err := b.c.createTable(ctx, b.table); err != nil {
 		return fmt.Errorf("create table: %w", err)
@@ -74,21 +76,22 @@ func (b *httpBackend) prepare(ctx context.Context, preload bool) error {
 		return nil
 	}
 	// Batches of 100 from a few goroutines keep the load short.
-	errs := make(chan error, preloadTotal/100)
+	total := data.total()
+	errs := make(chan error, total/100)
 	sem := make(chan struct{}, 8)
-	for start := 0; start < preloadTotal; start += 100 {
+	for start := 0; start < total; start += 100 {
 		sem <- struct{}{}
 		go func(start int) {
 			defer func() { <-sem }()
 			bodies := make([][]byte, 0, 100)
 			for i := start; i < start+100; i++ {
-				pk, rk := preloadKey(i)
+				pk, rk := data.key(i)
 				bodies = append(bodies, entityJSON(pk, rk, i))
 			}
 			errs <- b.c.batchInsert(ctx, b.table, bodies)
 		}(start)
 	}
-	for i := 0; i < preloadTotal/100; i++ {
+	for i := 0; i < total/100; i++ {
 		if err := <-errs; err != nil {
 			return fmt.Errorf("preload: %w", err)
 		}
@@ -113,8 +116,7 @@ func (b *httpBackend) upsert(ctx context.Context, w *worker) error {
 }
 
 func (b *httpBackend) pointRead(ctx context.Context, w *worker) error {
-	i := w.rng.IntN(preloadTotal)
-	pk, rk := preloadKey(i)
+	pk, rk := w.data.key(w.rng.IntN(w.data.total()))
 	r, err := b.c.call(ctx, http.MethodGet, entityPath(b.table, pk, rk), "", nil, nil, 200)
 	if err != nil {
 		return err
@@ -136,7 +138,7 @@ func (b *httpBackend) batchInsert(ctx context.Context, w *worker) error {
 }
 
 func (b *httpBackend) partitionScan(ctx context.Context, w *worker) error {
-	pk, _ := preloadKey(w.rng.IntN(preloadPartitions) * preloadRows)
+	pk, _ := w.data.key(w.rng.IntN(w.data.partitions) * preloadRows)
 	n, pages, err := b.c.query(ctx, b.table, "PartitionKey eq '"+pk+"'", nil)
 	if err == nil && n != preloadRows {
 		err = fmt.Errorf("partition scan of %s returned %d entities, want %d; pages %v", pk, n, preloadRows, pages)
@@ -144,11 +146,19 @@ func (b *httpBackend) partitionScan(ctx context.Context, w *worker) error {
 	return err
 }
 
+func (b *httpBackend) tableScan(ctx context.Context, w *worker) error {
+	n, pages, err := b.c.query(ctx, b.table, "", nil)
+	if err == nil && n != w.data.total() {
+		err = fmt.Errorf("table scan returned %d entities in %d pages, want %d", n, len(pages), w.data.total())
+	}
+	return err
+}
+
 func (b *httpBackend) filterScan(ctx context.Context, w *worker) error {
 	cat := w.rng.IntN(categories)
 	n, pages, err := b.c.query(ctx, b.table, "Cat eq "+strconv.Itoa(cat), nil)
-	if err == nil && n != preloadTotal/categories {
-		err = fmt.Errorf("filter scan for Cat %d returned %d entities, want %d; pages %v", cat, n, preloadTotal/categories, pages)
+	if err == nil && n != w.data.total()/categories {
+		err = fmt.Errorf("filter scan for Cat %d returned %d entities, want %d; pages %v", cat, n, w.data.total()/categories, pages)
 	}
 	return err
 }
@@ -182,6 +192,7 @@ var scenarios = []scenario{
 	{"point-read", true, backend.pointRead},
 	{"batch-insert", false, backend.batchInsert},
 	{"partition-scan", true, backend.partitionScan},
+	{"table-scan", true, backend.tableScan},
 	{"filter-scan", true, backend.filterScan},
 	{"update-if-match", true, backend.updateIfMatch},
 	{"mixed", true, func(b backend, ctx context.Context, w *worker) error {

@@ -12,14 +12,19 @@ import (
 // The benchmark entity: ten typed properties, about 500 bytes of JSON, the
 // shape of a typical application record.
 const (
-	preloadPartitions = 10
-	preloadRows       = 1000 // per partition: one partition scan reads 1000
-	preloadTotal      = preloadPartitions * preloadRows
-	categories        = 100 // filter-scan matches 1 in 100 entities
+	preloadRows = 1000 // per partition: one partition scan reads 1000
+	categories  = 100  // filter-scan matches 1 in 100 entities
 )
 
-func preloadKey(i int) (pk, rk string) {
-	return fmt.Sprintf("p%03d", i/preloadRows), fmt.Sprintf("r%05d", i%preloadRows)
+// dataSet is the preloaded data of the scenarios that read: partitions of
+// preloadRows entities each (-preload sets their number).
+type dataSet struct{ partitions int }
+
+func (d dataSet) total() int { return d.partitions * preloadRows }
+
+// key returns the keys of entity number i.
+func (d dataSet) key(i int) (pk, rk string) {
+	return fmt.Sprintf("p%05d", i/preloadRows), fmt.Sprintf("r%05d", i%preloadRows)
 }
 
 var epoch = time.Date(2026, 1, 2, 3, 4, 5, 123456700, time.UTC)

@@ -42,6 +42,7 @@ type config struct {
 	concurrency            int
 	duration, warmup       time.Duration
 	count                  int
+	preload                int
 	reps                   int
 	serverPID              int
 	jsonOut                string
@@ -67,7 +68,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.account, "account", "devstoreaccount1", "account name")
 	fs.StringVar(&c.key, "key", devKey, "account key (base64)")
 	fs.StringVar(&c.sqlURL, "sql-url", "", "PostgreSQL URL for the SQL ceiling; empty runs the endpoint only")
-	fs.StringVar(&c.scenarios, "scenarios", "all", "comma-separated: insert,upsert,point-read,batch-insert,partition-scan,filter-scan,update-if-match,mixed")
+	fs.StringVar(&c.scenarios, "scenarios", "all", "comma-separated: insert,upsert,point-read,batch-insert,partition-scan,table-scan,filter-scan,update-if-match,mixed")
+	fs.IntVar(&c.preload, "preload", 10_000, "entities preloaded for the scenarios that read (a multiple of 1000)")
 	fs.IntVar(&c.concurrency, "c", 16, "concurrent clients")
 	fs.DurationVar(&c.duration, "d", 10*time.Second, "timed duration of each repetition (ignored with -n)")
 	fs.IntVar(&c.count, "n", 0, "operations per repetition instead of a duration")
@@ -83,6 +85,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	}
 	if c.concurrency < 1 || c.reps < 1 || (c.count <= 0 && c.duration <= 0) {
 		return nil, errors.New("need -c >= 1, -reps >= 1 and a positive -d or -n")
+	}
+	if c.preload < preloadRows || c.preload%preloadRows != 0 {
+		return nil, fmt.Errorf("-preload must be a positive multiple of %d", preloadRows)
 	}
 	if c.skipPgtables && c.sqlURL == "" {
 		return nil, errors.New("-sql-only needs -sql-url")
@@ -162,7 +167,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	printResults(stdout, cfg, results)
 	if cfg.jsonOut != "" {
-		out := map[string]any{"concurrency": cfg.concurrency, "duration": cfg.duration.String(), "count": cfg.count, "repetitions": cfg.reps, "results": results}
+		out := map[string]any{"concurrency": cfg.concurrency, "preload": cfg.preload, "duration": cfg.duration.String(), "count": cfg.count, "repetitions": cfg.reps, "results": results}
 		b, _ := json.MarshalIndent(out, "", "  ")
 		if cfg.jsonOut == "-" {
 			fmt.Fprintln(stdout, string(b))
@@ -179,7 +184,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // runScenario prepares the backend, then runs warm-up and timed
 // repetitions, and reports the median repetition.
 func runScenario(ctx context.Context, cfg *config, sc scenario, b backend, settle func(context.Context) error, stderr io.Writer) (result, error) {
-	if err := b.prepare(ctx, sc.preload); err != nil {
+	data := dataSet{partitions: cfg.preload / preloadRows}
+	if sc.preload && cfg.progress > 0 {
+		fmt.Fprintf(stderr, "%s on %s: loading %d entities\n", sc.name, b.name(), data.total())
+	}
+	if err := b.prepare(ctx, data, sc.preload); err != nil {
 		return result{}, err
 	}
 	if err := settle(ctx); err != nil {
@@ -251,7 +260,7 @@ func phase(ctx context.Context, cfg *config, sc scenario, b backend, run string,
 		wg.Add(1)
 		go func(id int) {
 			defer wg.Done()
-			w := &worker{id: id, of: cfg.concurrency, run: run, rng: rand.New(rand.NewPCG(uint64(id), uint64(time.Now().UnixNano())))}
+			w := &worker{id: id, of: cfg.concurrency, run: run, data: dataSet{partitions: cfg.preload / preloadRows}, rng: rand.New(rand.NewPCG(uint64(id), uint64(time.Now().UnixNano())))}
 			var lat []time.Duration
 			for pctx.Err() == nil && (n <= 0 || started.Add(1) <= int64(n)) {
 				t0 := time.Now()
@@ -363,7 +372,7 @@ func printResults(w io.Writer, cfg *config, results []result) {
 		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "(%d clients, %s, median of %d repetitions)\n", cfg.concurrency, describeRun(cfg), cfg.reps)
+	fmt.Fprintf(w, "(%d clients, %s, %d preloaded entities, median of %d repetitions)\n", cfg.concurrency, describeRun(cfg), cfg.preload, cfg.reps)
 	for _, r := range results {
 		if r.FirstError != "" {
 			fmt.Fprintf(w, "%s on %s: %d errors, first: %s\n", r.Scenario, r.Backend, r.Errors, r.FirstError)

@@ -62,21 +62,25 @@ func (b *sqlBackend) settle(ctx context.Context) error {
 
 func now() int64 { return odata.Ticks(time.Now()) }
 
-func (b *sqlBackend) prepare(ctx context.Context, preload bool) error {
+func (b *sqlBackend) prepare(ctx context.Context, data dataSet, preload bool) error {
 	b.tableID = rand.Int64()
 	if !preload {
 		return nil
 	}
-	rows := make([][]any, 0, preloadTotal)
-	for i := 0; i < preloadTotal; i++ {
-		pk, rk := preloadKey(i)
-		props := entityProps(i)
-		rows = append(rows, []any{b.tableID, pk, rk, now(), odata.EntitySize(pk, rk, props), odata.AppendStored(nil, props)})
-	}
-	_, err := b.pool.CopyFrom(ctx, pgx.Identifier{"pgtables_ceiling", "entities"},
-		[]string{"table_id", "pk", "rk", "ts", "size", "props"}, pgx.CopyFromRows(rows))
-	if err != nil {
-		return fmt.Errorf("preload: %w", err)
+	// Copied in chunks, so that large data sets need little memory here.
+	const chunk = 10_000
+	total := data.total()
+	for start := 0; start < total; start += chunk {
+		rows := make([][]any, 0, chunk)
+		for i := start; i < min(start+chunk, total); i++ {
+			pk, rk := data.key(i)
+			rows = append(rows, b.row(pk, rk, i))
+		}
+		_, err := b.pool.CopyFrom(ctx, pgx.Identifier{"pgtables_ceiling", "entities"},
+			[]string{"table_id", "pk", "rk", "ts", "size", "props"}, pgx.CopyFromRows(rows))
+		if err != nil {
+			return fmt.Errorf("preload: %w", err)
+		}
 	}
 	return nil
 }
@@ -109,7 +113,7 @@ ON CONFLICT (table_id, pk, rk) DO UPDATE SET props = excluded.props, size = excl
 }
 
 func (b *sqlBackend) pointRead(ctx context.Context, w *worker) error {
-	pk, rk := preloadKey(w.rng.IntN(preloadTotal))
+	pk, rk := w.data.key(w.rng.IntN(w.data.total()))
 	var ts int64
 	var xmin uint32
 	var props []byte
@@ -160,13 +164,42 @@ func (b *sqlBackend) count(ctx context.Context, want int, sql string, args ...an
 }
 
 func (b *sqlBackend) partitionScan(ctx context.Context, w *worker) error {
-	pk, _ := preloadKey(w.rng.IntN(preloadPartitions) * preloadRows)
+	pk, _ := w.data.key(w.rng.IntN(w.data.partitions) * preloadRows)
 	return b.count(ctx, preloadRows, `SELECT pk, rk, ts, xmin, props FROM pgtables_ceiling.entities
 WHERE table_id = $1 AND pk = $2 ORDER BY pk, rk LIMIT 1001`, b.tableID, pk)
 }
 
+// tableScan reads the whole table in keyset pages of 1000, as a client
+// following continuations does.
+func (b *sqlBackend) tableScan(ctx context.Context, w *worker) error {
+	var pk, rk string
+	var ts int64
+	var xmin uint32
+	var props []byte
+	total := 0
+	for {
+		rows, err := b.pool.Query(ctx, `SELECT pk, rk, ts, xmin, props FROM pgtables_ceiling.entities
+WHERE table_id = $1 AND (pk, rk) > ($2, $3) ORDER BY pk, rk LIMIT 1000`, b.tableID, pk, rk)
+		if err != nil {
+			return err
+		}
+		n := 0
+		if _, err := pgx.ForEachRow(rows, []any{&pk, &rk, &ts, &xmin, &props}, func() error { n++; return nil }); err != nil {
+			return err
+		}
+		total += n
+		if n < 1000 {
+			break
+		}
+	}
+	if total != w.data.total() {
+		return fmt.Errorf("table scan returned %d rows, want %d", total, w.data.total())
+	}
+	return nil
+}
+
 func (b *sqlBackend) filterScan(ctx context.Context, w *worker) error {
-	return b.count(ctx, preloadTotal/categories, `SELECT pk, rk, ts, xmin, props FROM pgtables_ceiling.entities
+	return b.count(ctx, w.data.total()/categories, `SELECT pk, rk, ts, xmin, props FROM pgtables_ceiling.entities
 WHERE table_id = $1 AND props -> 'Cat' ->> 0 = 'i32' AND (props -> 'Cat' ->> 1)::int = $2 ORDER BY pk, rk LIMIT 1001`,
 		b.tableID, w.rng.IntN(categories))
 }
