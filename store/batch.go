@@ -78,9 +78,17 @@ const (
 	// starts again: it waits for the session-scoped lock, and only then
 	// begins its transaction. Single-entity writes take no lock; a batch
 	// that conflicts with one of them is retried as a whole (see Batch).
-	sqlTryLockPartition = `SELECT pg_try_advisory_xact_lock($1)`
-	sqlLockPartition    = `SELECT pg_advisory_lock($1)`
-	sqlUnlockPartition  = `SELECT pg_advisory_unlock($1)`
+	//
+	// A batch of inserts only reads nothing another batch writes, except
+	// for a key both insert, which fails it as a serialization conflict
+	// and a retry then reports as EntityAlreadyExists. So it waits for the
+	// transaction-scoped lock inside its transaction, sent together with
+	// its one statement: bulk loads into one partition queue without a
+	// round trip more.
+	sqlTryLockPartition  = `SELECT pg_try_advisory_xact_lock($1)`
+	sqlWaitPartitionXact = `SELECT pg_advisory_xact_lock($1)`
+	sqlLockPartition     = `SELECT pg_advisory_lock($1)`
+	sqlUnlockPartition   = `SELECT pg_advisory_unlock($1)`
 
 	// A batch of inserts only is one statement; a conflict leaves a key
 	// out of RETURNING, and the transaction is rolled back.
@@ -112,7 +120,8 @@ func (s *Store) batchOnce(ctx context.Context, account, table string, writes []W
 	}
 	defer conn.Release()
 	lock := partitionLock(account, table, writes[0].PartitionKey)
-	if wait {
+	inserts := insertsOnly(writes)
+	if wait && !inserts {
 		if _, err := conn.Exec(ctx, sqlLockPartition, lock); err != nil {
 			// Whether the lock was granted is unknown: the session goes.
 			_ = conn.Conn().Close(context.WithoutCancel(ctx))
@@ -127,8 +136,8 @@ func (s *Store) batchOnce(ctx context.Context, account, table string, writes []W
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
 	now := s.ticks()
 	var results []Result
-	if insertsOnly(writes) {
-		results, err = s.insertMany(ctx, tx, account, table, writes, now, lock, !wait)
+	if inserts {
+		results, err = s.insertMany(ctx, tx, account, table, writes, now, lock)
 	} else {
 		results, err = s.writeEach(ctx, tx, account, table, writes, now, lock, !wait)
 	}
@@ -205,8 +214,8 @@ func insertsOnly(writes []Write) bool {
 }
 
 // insertMany runs a batch of inserts as one statement, sent together with
-// the try of the partition lock: one round trip between BEGIN and COMMIT.
-func (s *Store) insertMany(ctx context.Context, tx pgx.Tx, account, table string, writes []Write, now, lock int64, tryLock bool) ([]Result, error) {
+// the partition lock: one round trip between BEGIN and COMMIT.
+func (s *Store) insertMany(ctx context.Context, tx pgx.Tx, account, table string, writes []Write, now, lock int64) ([]Result, error) {
 	pk := writes[0].PartitionKey
 	rks := make([]string, len(writes))
 	sizes := make([]int32, len(writes))
@@ -218,16 +227,12 @@ func (s *Store) insertMany(ctx context.Context, tx pgx.Tx, account, table string
 		props[i] = odata.AppendStored(nil, w.Properties)
 	}
 	b := &pgx.Batch{}
-	if tryLock {
-		b.Queue(sqlTryLockPartition, lock)
-	}
+	b.Queue(sqlWaitPartitionXact, lock)
 	b.Queue(sqlInsertMany, account, tableKey(table), pk, now, rks, sizes, props)
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
-	if tryLock {
-		if err := tryLocked(br.QueryRow()); err != nil {
-			return nil, err
-		}
+	if _, err := br.Exec(); err != nil {
+		return nil, batchFailure(0, fmt.Errorf("lock partition: %w", err))
 	}
 	rows, err := br.Query()
 	if err != nil {

@@ -432,3 +432,48 @@ func TestBatchSerializes(t *testing.T) {
 		t.Fatalf("failed batch left a write: %v", err)
 	}
 }
+
+// Concurrent insert-only batches into one partition, as a bulk load makes
+// them, queue on the partition lock and seldom need a retry.
+func TestBatchInsertsOnePartition(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	retries := &retryCounter{}
+	s.SetObserver(retries)
+	ctx := context.Background()
+	if err := s.CreateTable(ctx, acct, "t1"); err != nil {
+		t.Fatal(err)
+	}
+	const workers, each, size = 8, 5, 100
+	var wg sync.WaitGroup
+	errs := make(chan error, workers*each)
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				writes := make([]Write, size)
+				for j := range writes {
+					writes[j] = Write{Op: OpInsert, PartitionKey: "p", RowKey: fmt.Sprintf("%d-%d-%03d", w, i, j)}
+				}
+				_, err := s.Batch(ctx, acct, "t1", writes)
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("batch: %v", err)
+		}
+	}
+	if n := retries.n.Load(); n > workers*each/4 {
+		t.Errorf("%d serialization retries of %d batches", n, workers*each)
+	}
+	var n int
+	if err := s.Pool().QueryRow(ctx, "SELECT count(*) FROM entities").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != workers*each*size {
+		t.Errorf("%d entities, want %d", n, workers*each*size)
+	}
+}
