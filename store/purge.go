@@ -95,6 +95,10 @@ func (s *Store) PurgeOnce(ctx context.Context, cfg PurgeConfig) (stats PurgeStat
 	}
 	stats.Pending = total
 	for _, id := range ids {
+		// Counted only once committed: a pass cut short by its context
+		// (shutdown) or by a failed commit purged nothing of this table.
+		var entities int64
+		var dropped bool
 		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			var final bool
 			err := tx.QueryRow(ctx, sqlLockTombstone, id, cfg.Grace.Seconds()).Scan(&final)
@@ -108,18 +112,22 @@ func (s *Store) PurgeOnce(ctx context.Context, cfg PurgeConfig) (stats PurgeStat
 			if err != nil {
 				return err
 			}
-			stats.Entities += tag.RowsAffected()
-			if tag.RowsAffected() == 0 && final {
+			entities = tag.RowsAffected()
+			if entities == 0 && final {
 				if _, err := tx.Exec(ctx, sqlDropTombstone, id); err != nil {
 					return err
 				}
-				stats.Tables++
-				stats.Pending--
+				dropped = true
 			}
 			return nil
 		})
 		if err != nil {
 			return stats, classify(fmt.Errorf("purge table %d: %w", id, err))
+		}
+		stats.Entities += entities
+		if dropped {
+			stats.Tables++
+			stats.Pending--
 		}
 	}
 	return stats, nil

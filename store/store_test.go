@@ -359,6 +359,199 @@ func TestPurge(t *testing.T) {
 	}
 }
 
+// Several replicas purge at once, one of them stopped in the middle of a
+// pass: every row of the deleted tables goes exactly once (the purgers'
+// counts add up to the rows there were, no row is deleted twice and no
+// pass fails), every tombstone is dropped, and a live table of the same
+// name is untouched.
+func TestPurgeReplicas(t *testing.T) {
+	t.Parallel()
+	dsn := testdb.New(t)
+	ctx := context.Background()
+	if err := migrations.Up(ctx, dsn); err != nil {
+		t.Fatal(err)
+	}
+	replica := func() *Store {
+		pool, err := pgxpool.New(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		return New(pool)
+	}
+	s := replica()
+	const tables, each = 4, 3000
+	for i := range tables {
+		name := fmt.Sprintf("t%d", i)
+		if err := s.CreateTable(ctx, acct, name); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.pool.Exec(ctx, `
+INSERT INTO entities (table_id, pk, rk, ts, size, props)
+SELECT id, 'p' || (g % 7), lpad(g::text, 6, '0'), 1, 10, '{}'
+FROM tables, generate_series(1, $2::int) g WHERE lname = $1 AND deleted_at IS NULL`, name, each); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.DeleteTable(ctx, acct, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A live table named like a deleted one.
+	if err := s.CreateTable(ctx, acct, "t0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Write(ctx, acct, "t0", &Write{Op: OpInsert, PartitionKey: "p", RowKey: "live"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := PurgeConfig{Chunk: 500, Grace: 0}
+
+	// A replica stopped in the middle of its pass: its context ends while
+	// it works, so it purges some chunks (or none) and leaves the rest.
+	var purged atomic.Int64
+	stopped, cancel := context.WithCancel(ctx)
+	go func() { time.Sleep(5 * time.Millisecond); cancel() }()
+	st, err := replica().PurgeOnce(stopped, cfg)
+	if err != nil && !errors.Is(err, context.Canceled) && stopped.Err() == nil {
+		t.Fatalf("the stopped purger: %v", err)
+	}
+	purged.Add(st.Entities)
+
+	// Then three replicas at once, until nothing is left.
+	var wg sync.WaitGroup
+	var dropped atomic.Int64
+	errs := make(chan error, 3)
+	for range 3 {
+		r := replica()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for pass := 0; pass < 1000; pass++ {
+				st, err := r.PurgeOnce(ctx, cfg)
+				if err != nil {
+					errs <- err
+					return
+				}
+				purged.Add(st.Entities)
+				dropped.Add(st.Tables)
+				if st.Pending == 0 {
+					return
+				}
+			}
+			errs <- errors.New("purge not done after 1000 passes")
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if purged.Load() != tables*each || dropped.Load() > tables {
+		t.Fatalf("purged %d entities and dropped %d tombstones, want %d and at most %d", purged.Load(), dropped.Load(), tables*each, tables)
+	}
+	var rows, tombstones int
+	if err := s.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM entities), (SELECT count(*) FROM tables WHERE deleted_at IS NOT NULL)`).Scan(&rows, &tombstones); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 1 || tombstones != 0 {
+		t.Fatalf("after the purge: %d entities (want the live one), %d tombstones", rows, tombstones)
+	}
+	if _, err := s.GetEntity(ctx, acct, "t0", "p", "live"); err != nil {
+		t.Fatalf("the live table's entity: %v", err)
+	}
+}
+
+// A batch that loses a serialization conflict or a deadlock is run again,
+// invisibly to the caller, and gives up with ErrUnavailable (a retryable
+// 503) after a bounded number of attempts; either way it is all or
+// nothing. The failures are injected by a trigger that raises them for the
+// first n writes, counted by a sequence, which no rollback resets.
+func TestBatchRetriesInjectedConflicts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name     string
+		sqlstate string
+		failures int
+		wantErr  bool
+	}{
+		{"serialization failures", "40001", 3, false},
+		{"deadlocks", "40P01", 2, false},
+		{"conflicts without end", "40001", 1000, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newStore(t)
+			// Partition locks are advisory locks, which the schemas of
+			// parallel tests share: a name of its own keeps this batch
+			// from queueing behind theirs.
+			table := "inject" + tc.sqlstate + fmt.Sprint(tc.failures)
+			retries := &retryCounter{}
+			s.SetObserver(retries)
+			if err := s.CreateTable(ctx, acct, table); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Write(ctx, acct, table, &Write{Op: OpInsert, PartitionKey: "p", RowKey: "a", Properties: props("N", 1)}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.pool.Exec(ctx, fmt.Sprintf(`
+CREATE SEQUENCE injected;
+CREATE FUNCTION inject_conflict() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF nextval('injected') <= %d THEN
+        RAISE EXCEPTION 'injected conflict' USING ERRCODE = '%s';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER inject_conflict BEFORE INSERT OR UPDATE ON entities
+FOR EACH ROW EXECUTE FUNCTION inject_conflict();`, tc.failures, tc.sqlstate)); err != nil {
+				t.Fatal(err)
+			}
+			before := snapshotEntities(t, s)
+			_, err := s.Batch(ctx, acct, table, []Write{
+				{Op: OpMerge, PartitionKey: "p", RowKey: "a", Properties: props("M", 2), Match: MatchAny},
+				{Op: OpInsert, PartitionKey: "p", RowKey: "b", Properties: props("N", 3)},
+			})
+			if tc.wantErr {
+				if !errors.Is(err, ErrUnavailable) {
+					t.Fatalf("got %v, want ErrUnavailable", err)
+				}
+				if got := retries.n.Load(); got != maxBatchAttempts-1 {
+					t.Errorf("%d retries, want %d", got, maxBatchAttempts-1)
+				}
+				if after := snapshotEntities(t, s); after != before {
+					t.Fatalf("a failed batch wrote:\nbefore %s\nafter  %s", before, after)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("batch: %v", err)
+			}
+			if got := retries.n.Load(); got != int64(tc.failures) {
+				t.Errorf("%d retries, want %d", got, tc.failures)
+			}
+			a, err := s.GetEntity(ctx, acct, table, "p", "a")
+			if err != nil || !strings.Contains(string(a.Stored), `"M"`) || !strings.Contains(string(a.Stored), `"N"`) {
+				t.Fatalf("merged entity: %+v %v", a, err)
+			}
+			page, err := s.QueryEntities(ctx, acct, table, EntityQuery{Top: 10})
+			if err != nil || len(page.Entities) != 2 {
+				t.Fatalf("after the batch: %+v %v", page, err)
+			}
+		})
+	}
+}
+
+// snapshotEntities is every entity row of s's schema, versions included.
+func snapshotEntities(t *testing.T, s *Store) string {
+	t.Helper()
+	var snap string
+	if err := s.pool.QueryRow(context.Background(),
+		`SELECT coalesce(string_agg(format('%s|%s|%s|%s|%s', table_id, pk, rk, xmin, props), E'\n' ORDER BY pk, rk), '') FROM entities`).Scan(&snap); err != nil {
+		t.Fatal(err)
+	}
+	return snap
+}
+
 // retryCounter is an Observer that counts batch retries.
 type retryCounter struct{ n atomic.Int64 }
 
