@@ -989,7 +989,7 @@ func TestFilterTables(t *testing.T) {
 func TestFilterInvalid(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	c, _ := e.newTable()
+	c, name := e.newTable()
 	if _, err := c.AddEntity(bg, []byte(`{"PartitionKey":"p","RowKey":"r","I":1}`), nil); err != nil {
 		t.Fatal(err)
 	}
@@ -1012,7 +1012,7 @@ func TestFilterInvalid(t *testing.T) {
 		"Tags/any(t: t eq 'a')", "Address/City eq 'x'", "E has 'x'",
 		strings.Join(sixteen, " or "),
 		"I eq 1 and " + strings.Repeat("(", 100) + "I eq 1" + strings.Repeat(")", 100),
-		"\x00", "I eq 'a\xffb'",
+		"\x00", "I eq 'a\xffb'", "I eq 1, I eq 2",
 	} {
 		_, _, err := fList(c, &aztables.ListEntitiesOptions{Filter: to.Ptr(f)})
 		if status, code := respStatus(t, err); status != 400 || code != "InvalidInput" {
@@ -1024,6 +1024,19 @@ func TestFilterInvalid(t *testing.T) {
 		_, err := p.NextPage(bg)
 		if status, code := respStatus(t, err); status != 400 || code != "InvalidInput" {
 			t.Errorf("tables $filter=%q: %d %s (%v), want 400 InvalidInput", f, status, code, err)
+		}
+	}
+	// The message tells the client what is wrong and where.
+	for f, want := range map[string]string{
+		"I eq 5 and length(S) eq 1": "at position 11.",
+		"I eq 2147483648":           "at position 5.",
+		"S eq 'abc":                 "at position 5.",
+	} {
+		r := e.send(rawReq{method: "GET", path: e.tablePath(name) + "()?$filter=" + url.QueryEscape(f)})
+		wantError(t, r, 400, "InvalidInput")
+		oe := rawObject(t, rawObject(t, r.body)["odata.error"])
+		if msg := str(t, rawObject(t, oe["message"]), "value"); !strings.Contains(msg, want) {
+			t.Errorf("$filter=%q: message %q does not say %q", f, msg, want)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -134,42 +135,68 @@ FROM tables t, generate_series(1, 2000) g;
 ANALYZE entities; ANALYZE tables;`); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{
-		"PartitionKey eq 'p1' and RowKey eq 'r101'",
-		"PartitionKey eq 'p1'",
-		"PartitionKey eq 'p1' and RowKey ge 'r1' and RowKey lt 'r2'",
-		"PartitionKey ge 'p1' and PartitionKey lt 'p2'",
-		"PartitionKey eq 'p1' and (RowKey eq 'r101' or RowKey eq 'r201')",
-		"(PartitionKey eq 'p1' and RowKey eq 'r101') or (PartitionKey eq 'p2' and RowKey eq 'r2')",
-		"'p1' eq PartitionKey",
+	// Each filter, as the query path sends it, must be served by index
+	// conditions on the keys it names: "pk" only, or "pk" and "rk". A plan
+	// that walks all of the table's rows in the index and filters them
+	// would still name entities_pkey, so the conditions are what count.
+	for _, tc := range []struct {
+		filter string
+		keys   []string // key columns every index condition must bound
+	}{
+		{"PartitionKey eq 'p1' and RowKey eq 'r101'", []string{"pk", "rk"}},
+		{"PartitionKey eq 'p1'", []string{"pk"}},
+		{"PartitionKey eq 'p1' and RowKey ge 'r1' and RowKey lt 'r2'", []string{"pk", "rk"}},
+		{"PartitionKey ge 'p1' and PartitionKey lt 'p2'", []string{"pk"}},
+		{"PartitionKey eq 'p1' and (RowKey eq 'r101' or RowKey eq 'r201')", []string{"pk", "rk"}},
+		{"(PartitionKey eq 'p1' and RowKey eq 'r101') or (PartitionKey eq 'p2' and RowKey eq 'r2')", []string{"pk", "rk"}},
+		{"'p1' eq PartitionKey", []string{"pk"}},
+		{"PartitionKey eq 'p1' and N gt 0", []string{"pk"}},
 	} {
-		expr, err := filter.Parse(f)
+		expr, err := filter.Parse(tc.filter)
 		if err != nil {
 			t.Fatal(err)
 		}
-		cond, args, err := filter.Compile(expr, entitySchema, 3)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sql := "EXPLAIN " + sqlQueryEntities + " AND (" + cond + ")" + sqlOrderPage + "1001"
-		rows, err := pool.Query(ctx, sql, append([]any{"a", "t7"}, args...)...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var plan []string
-		for rows.Next() {
-			var line string
-			if err := rows.Scan(&line); err != nil {
+		for _, q := range []EntityQuery{
+			{Filter: expr, Top: 1000},
+			{Filter: expr, Top: 1000, FromPK: "p1", FromRK: "r1", HasFromPK: true, HasFromRK: true}, // a continuation
+		} {
+			sql, args, err := queryEntitiesSQL("a", "t7", q)
+			if err != nil {
 				t.Fatal(err)
 			}
-			plan = append(plan, line)
-		}
-		if rows.Err() != nil {
-			t.Fatal(rows.Err())
-		}
-		text := strings.Join(plan, "\n")
-		if !strings.Contains(text, "entities_pkey") || strings.Contains(text, "Seq Scan on entities") {
-			t.Errorf("%s:\n%s", f, text)
+			rows, err := pool.Query(ctx, "EXPLAIN "+sql, args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var plan []string
+			for rows.Next() {
+				var line string
+				if err := rows.Scan(&line); err != nil {
+					t.Fatal(err)
+				}
+				plan = append(plan, line)
+			}
+			if rows.Err() != nil {
+				t.Fatal(rows.Err())
+			}
+			text := strings.Join(plan, "\n")
+			var conds []string
+			for _, line := range plan {
+				if _, c, ok := strings.Cut(line, "Index Cond: "); ok && strings.Contains(c, "table_id") {
+					conds = append(conds, c)
+				}
+			}
+			ok := strings.Contains(text, "entities_pkey") && !strings.Contains(text, "Seq Scan on entities") && len(conds) > 0
+			for _, c := range conds {
+				for _, k := range tc.keys {
+					if !regexp.MustCompile(`(^|[^a-z_])` + k + `([^a-z_]|$)`).MatchString(c) {
+						ok = false
+					}
+				}
+			}
+			if !ok {
+				t.Errorf("%s (from %q): the index does not bound %v:\n%s", tc.filter, q.FromPK, tc.keys, text)
+			}
 		}
 	}
 }

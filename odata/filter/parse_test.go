@@ -302,6 +302,7 @@ func TestParseErrors(t *testing.T) {
 		{`A eq 1.5M`, 5, "malformed numeric literal"},
 		{`A eq 5'x'`, 5, "malformed numeric literal"},
 		{`A eq .5`, 5, "unexpected character '.'"},
+		{`A eq 1, B eq 2`, 6, "functions are not supported: unexpected ','"},
 		{`A eq +5`, 5, "unexpected character '+'"},
 		{`A eq 'abc`, 5, "unterminated string"},
 		{`A eq 'it''s`, 5, "unterminated string"},
