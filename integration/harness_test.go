@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -36,6 +37,12 @@ type env struct {
 	store   *store.Store
 	srv     *httpapi.Server
 	service *aztables.ServiceClient
+
+	// what restart needs to start the same server again
+	dsn  string
+	opts store.Options
+	cfg  httpapi.Config
+	stop func()
 }
 
 var tableSeq atomic.Int64
@@ -49,24 +56,45 @@ func newEnv(t testing.TB) *env {
 // newEnvWith is newEnv with a store tuned by opts (zero fields: defaults).
 func newEnvWith(t testing.TB, opts store.Options) *env {
 	t.Helper()
-	ctx := context.Background()
+	return newEnvConfig(t, opts, httpapi.Config{Version: "test"})
+}
+
+// newEnvConfig is newEnvWith with a server configured by cfg. Its service
+// client signs as the development account, which cfg.Accounts may lack.
+func newEnvConfig(t testing.TB, opts store.Options, cfg httpapi.Config) *env {
+	t.Helper()
 	dsn := testdb.New(t)
-	if err := migrations.Up(ctx, dsn); err != nil {
+	if err := migrations.Up(context.Background(), dsn); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
-	cfg, err := pgxpool.ParseConfig(dsn)
+	return startEnv(t, dsn, opts, cfg)
+}
+
+// restart stops e's server and its pool and starts a new pgtables process,
+// as far as a test can have one, on the same database: a new pool, store
+// and server on a new port. It returns the new env; e must not be used.
+func (e *env) restart() *env {
+	e.t.Helper()
+	e.stop()
+	return startEnv(e.t, e.dsn, e.opts, e.cfg)
+}
+
+// startEnv serves pgtables on the migrated database dsn.
+func startEnv(t testing.TB, dsn string, opts store.Options, cfg httpapi.Config) *env {
+	t.Helper()
+	ctx := context.Background()
+	pcfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.MaxConns = 16
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pcfg.MaxConns = 16
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(pool.Close)
 	st := store.NewWithOptions(pool, opts)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv := httpapi.New(httpapi.Config{Version: "test"}, st, log, st.Ping)
+	srv := httpapi.New(cfg, st, log, st.Ping)
 	srv.StartServing()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -74,8 +102,16 @@ func newEnvWith(t testing.TB, opts store.Options) *env {
 	}
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = hs.Serve(ln) }()
-	t.Cleanup(func() { _ = hs.Close() })
-	e := &env{t: t, baseURL: "http://" + ln.Addr().String(), pool: pool, store: st, srv: srv}
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			_ = hs.Close()
+			pool.Close()
+		})
+	}
+	t.Cleanup(stop)
+	e := &env{t: t, baseURL: "http://" + ln.Addr().String(), pool: pool, store: st, srv: srv,
+		dsn: dsn, opts: opts, cfg: cfg, stop: stop}
 	e.svcURL = e.baseURL + "/" + httpapi.DevAccount
 	cred, err := aztables.NewSharedKeyCredential(httpapi.DevAccount, httpapi.DevKey)
 	if err != nil {
