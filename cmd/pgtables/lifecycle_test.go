@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/pem"
 	"errors"
@@ -124,7 +125,13 @@ func waitStatus(t *testing.T, client *http.Client, url string, want int) {
 // with retries off, so that every answer shows.
 func serviceClient(t *testing.T, base string, hc *http.Client) *aztables.ServiceClient {
 	t.Helper()
-	cred, err := aztables.NewSharedKeyCredential(httpapi.DevAccount, httpapi.DevKey)
+	return accountClient(t, base, hc, httpapi.DevAccount, httpapi.DevKey)
+}
+
+// accountClient is serviceClient for another account and key.
+func accountClient(t *testing.T, base string, hc *http.Client, account, key string) *aztables.ServiceClient {
+	t.Helper()
+	cred, err := aztables.NewSharedKeyCredential(account, key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +139,7 @@ func serviceClient(t *testing.T, base string, hc *http.Client) *aztables.Service
 	if hc != nil {
 		opts.Transport = hc
 	}
-	svc, err := aztables.NewServiceClientWithSharedKey(base+"/"+httpapi.DevAccount, cred, opts)
+	svc, err := aztables.NewServiceClientWithSharedKey(base+"/"+account, cred, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,35 +194,8 @@ func TestGracefulShutdown(t *testing.T) {
 	if _, err := svc.CreateTable(ctx, "drain", nil); err != nil {
 		t.Fatal(err)
 	}
-	client := svc.NewClient("drain")
 	const inFlight = 5
-	for i := range inFlight {
-		if _, err := client.AddEntity(ctx, fmt.Appendf(nil, `{"PartitionKey":"p","RowKey":"r%d","N":0}`, i), nil); err != nil {
-			t.Fatal(err)
-		}
-	}
-
-	// Hold the rows so that updates of them wait in the database.
-	lock, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Close(ctx)
-	tx, err := lock.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(ctx, "SELECT 1 FROM entities FOR UPDATE"); err != nil {
-		t.Fatal(err)
-	}
-	results := make(chan error, inFlight)
-	for i := range inFlight {
-		go func() {
-			_, err := client.UpdateEntity(ctx, fmt.Appendf(nil, `{"PartitionKey":"p","RowKey":"r%d","N":1}`, i),
-				&aztables.UpdateEntityOptions{IfMatch: new(azcore.ETagAny), UpdateMode: aztables.UpdateModeReplace})
-			results <- err
-		}()
-	}
+	results, tx := heldUpdates(t, dsn, svc.NewClient("drain"), inFlight)
 	watch, err := pgx.Connect(ctx, dsn) // outside the transaction, whose view of pg_stat_activity stands still
 	if err != nil {
 		t.Fatal(err)
@@ -270,6 +250,47 @@ func TestGracefulShutdown(t *testing.T) {
 	if logs := s.logs.String(); !strings.Contains(logs, "msg=stopped") {
 		t.Errorf("no stop in the log:\n%s", logs)
 	}
+	// Without PGTABLES_ACCOUNTS the start-up log warns of the development
+	// account.
+	if logs := s.logs.String(); !strings.Contains(logs, "level=WARN msg=\"PGTABLES_ACCOUNTS is not set") {
+		t.Errorf("no warning of the development account in the log:\n%s", logs)
+	}
+}
+
+// heldUpdates inserts n entities into client's table, then holds their
+// rows locked in a transaction of its own and starts a replace of each:
+// n requests that stay in flight until the transaction ends. It returns
+// the updates' outcomes and the transaction; its connection closes when
+// the test ends.
+func heldUpdates(t *testing.T, dsn string, client *aztables.Client, n int) (<-chan error, pgx.Tx) {
+	t.Helper()
+	ctx := context.Background()
+	for i := range n {
+		if _, err := client.AddEntity(ctx, fmt.Appendf(nil, `{"PartitionKey":"p","RowKey":"r%d","N":0}`, i), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lock, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lock.Close(ctx) })
+	tx, err := lock.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM entities FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	results := make(chan error, n)
+	for i := range n {
+		go func() {
+			_, err := client.UpdateEntity(ctx, fmt.Appendf(nil, `{"PartitionKey":"p","RowKey":"r%d","N":1}`, i),
+				&aztables.UpdateEntityOptions{IfMatch: new(azcore.ETagAny), UpdateMode: aztables.UpdateModeReplace})
+			results <- err
+		}()
+	}
+	return results, tx
 }
 
 // requestsInFlight reads the server's gauge of API requests in flight.
@@ -405,15 +426,27 @@ func TestReadinessFollowsDatabase(t *testing.T) {
 	}
 }
 
-// The process itself exits 0 on SIGTERM once it has shut down.
+// The command, run as its own process with accounts from
+// PGTABLES_ACCOUNTS, serves them (either key of an account, not the
+// development account) and, on a real SIGTERM with requests in flight,
+// turns /-/ready to 503, lets those requests finish with 2xx, and exits 0.
 func TestSIGTERMExitsZero(t *testing.T) {
 	t.Parallel()
+	ctx := context.Background()
 	addr := freeAddr(t)
+	base := "http://" + addr
+	dsn := testdb.New(t)
+	app := randomName("pgt_sigterm_")
+	key1 := base64.StdEncoding.EncodeToString([]byte("first key of the prod account, 48 bytes long.."))
+	key2 := base64.StdEncoding.EncodeToString([]byte("second key of the prod account, 48 bytes long."))
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(),
 		"PGTABLES_TEST_RUN_MAIN=1",
-		"PGTABLES_DATABASE_URL="+testdb.New(t),
+		"PGTABLES_DATABASE_URL="+withParam(t, dsn, "application_name", app),
 		"PGTABLES_LISTEN="+addr,
+		"PGTABLES_ACCOUNTS=prod:"+key1+":"+key2+";other:"+key2,
+		"PGTABLES_SHUTDOWN_DELAY=300ms",
+		"PGTABLES_SHUTDOWN_GRACE=20s",
 		"PGTABLES_LOG_FORMAT=text",
 	)
 	var logs syncBuffer
@@ -431,9 +464,53 @@ func TestSIGTERMExitsZero(t *testing.T) {
 			<-exited
 		}
 	}()
-	waitStatus(t, http.DefaultClient, "http://"+addr+"/-/ready", http.StatusOK)
+	waitStatus(t, http.DefaultClient, base+"/-/ready", http.StatusOK)
+	if strings.Contains(logs.String(), "PGTABLES_ACCOUNTS is not set") {
+		t.Errorf("warned of the development account with accounts configured:\n%s", logs.String())
+	}
+
+	// Either key of prod works; the development account is not served.
+	first := accountClient(t, base, nil, "prod", key1)
+	second := accountClient(t, base, nil, "prod", key2)
+	if _, err := first.CreateTable(ctx, "drain", nil); err != nil {
+		t.Fatalf("create table with prod's first key: %v", err)
+	}
+	if _, err := serviceClient(t, base, nil).CreateTable(ctx, "dev", nil); statusOf(err) != http.StatusForbidden {
+		t.Errorf("the development account: %v, want 403", err)
+	}
+	if _, err := accountClient(t, base, nil, "other", key1).CreateTable(ctx, "wrongkey", nil); statusOf(err) != http.StatusForbidden {
+		t.Errorf("another account's key: %v, want 403", err)
+	}
+
+	// Updates, signed with prod's second key, wait on row locks the test
+	// holds: requests in flight.
+	const inFlight = 4
+	results, tx := heldUpdates(t, dsn, second.NewClient("drain"), inFlight)
+	waitFor(t, "updates in flight", func() bool {
+		select {
+		case err := <-results:
+			t.Fatalf("update did not wait: %v", err)
+		default:
+		}
+		return requestsInFlight(t, base) == inFlight
+	})
+
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
+	}
+	waitStatus(t, http.DefaultClient, base+"/-/ready", http.StatusServiceUnavailable)
+	select {
+	case err := <-exited:
+		t.Fatalf("exited with requests in flight: %v\n%s", err, logs.String())
+	default:
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range inFlight {
+		if err := <-results; err != nil {
+			t.Errorf("request in flight at SIGTERM: %v", err)
+		}
 	}
 	select {
 	case err := <-exited:
@@ -446,6 +523,11 @@ func TestSIGTERMExitsZero(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "msg=stopped") {
 		t.Errorf("no stop in the log:\n%s", logs.String())
+	}
+	// The updates were applied: the data outlived the process.
+	var n int
+	if err := tx.Conn().QueryRow(ctx, `SELECT count(*) FROM entities WHERE props->'N'->>1 = '1'`).Scan(&n); err != nil || n != inFlight {
+		t.Errorf("%d updated entities after the exit (%v), want %d", n, err, inFlight)
 	}
 }
 
@@ -530,4 +612,93 @@ func selfSignedCert(t *testing.T) (certFile, keyFile string, pool *x509.CertPool
 		t.Fatal(err)
 	}
 	return certFile, keyFile, pool
+}
+
+// The log settings decide which access lines are written (info: every
+// request; warn: only 5xx answers; access log off: none), and the header
+// limit is enforced by the listener with 431.
+func TestLogAndHeaderSettings(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	down := "postgres://postgres@127.0.0.1:1/none?connect_timeout=1" // answers 503 ServerBusy
+	for _, tc := range []struct {
+		name       string
+		vars       map[string]string
+		up         bool
+		wantAccess bool // a line for the request
+		wantLevel  string
+	}{
+		{"info", map[string]string{"PGTABLES_LOG_LEVEL": "info"}, true, true, "INFO"},
+		{"debug", map[string]string{"PGTABLES_LOG_LEVEL": "debug"}, true, true, "INFO"},
+		{"warn", map[string]string{"PGTABLES_LOG_LEVEL": "warn"}, true, false, ""},
+		{"access log off", map[string]string{"PGTABLES_LOG_LEVEL": "info", "PGTABLES_ACCESS_LOG": "false"}, true, false, ""},
+		{"warn 5xx", map[string]string{"PGTABLES_LOG_LEVEL": "warn", "PGTABLES_DATABASE_URL": down}, false, true, "WARN"},
+		{"error 5xx", map[string]string{"PGTABLES_LOG_LEVEL": "error", "PGTABLES_DATABASE_URL": down}, false, false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			vars := map[string]string{"PGTABLES_DATABASE_URL": testdb.New(t), "PGTABLES_MAX_HEADER_BYTES": "4096"}
+			for k, v := range tc.vars {
+				vars[k] = v
+			}
+			s := startServer(t, vars)
+			waitStatus(t, http.DefaultClient, s.base+"/-/healthy", http.StatusOK)
+			if tc.up {
+				waitStatus(t, http.DefaultClient, s.base+"/-/ready", http.StatusOK)
+			}
+			clientID := randomName("logcheck-")
+			hc := &http.Client{Transport: &clientIDTransport{id: clientID}}
+			_, err := serviceClient(t, s.base, hc).CreateTable(ctx, "logged", nil)
+			if wantStatus := map[bool]int{true: 0, false: http.StatusServiceUnavailable}[tc.up]; statusOf(err) != wantStatus {
+				t.Fatalf("create table: %v, want status %d", err, wantStatus)
+			}
+			var line string
+			find := func() bool {
+				for l := range strings.Lines(s.logs.String()) {
+					if strings.Contains(l, "client_request_id="+clientID) {
+						line = l
+					}
+				}
+				return line != ""
+			}
+			if tc.wantAccess {
+				waitFor(t, "the request's access line", find)
+			} else {
+				// The line would be written as the answer goes out.
+				time.Sleep(300 * time.Millisecond)
+				find()
+			}
+			switch {
+			case !tc.wantAccess && line != "":
+				t.Errorf("an access line was written: %s", line)
+			case tc.wantAccess && !strings.Contains(line, "level="+tc.wantLevel+" msg=request"):
+				t.Errorf("access line %q, want level %s", line, tc.wantLevel)
+			case tc.wantAccess && !strings.Contains(line, "operation=create_table") && tc.up:
+				t.Errorf("access line %q does not name the operation", line)
+			}
+
+			req, err := http.NewRequest(http.MethodGet, s.base+"/devstoreaccount1/Tables", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("x-ms-padding", strings.Repeat("x", 16<<10))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+				t.Errorf("16 KiB of headers over a 4 KiB limit: %d, want 431", resp.StatusCode)
+			}
+		})
+	}
+}
+
+// clientIDTransport marks every request with an x-ms-client-request-id, so
+// that its access line can be found.
+type clientIDTransport struct{ id string }
+
+func (c *clientIDTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	req.Header.Set("x-ms-client-request-id", c.id)
+	return http.DefaultTransport.RoundTrip(req)
 }

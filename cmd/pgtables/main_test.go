@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgtables/pgtables/httpapi"
 	"github.com/pgtables/pgtables/internal/testdb"
 	"github.com/pgtables/pgtables/migrations"
 )
@@ -106,6 +107,13 @@ func TestCommands(t *testing.T) {
 	}
 	if err := run(context.Background(), []string{"frobnicate"}, env(nil), io.Discard, io.Discard); err == nil {
 		t.Error("unknown command accepted")
+	}
+	// A malformed PGTABLES_ACCOUNTS stops the server before it listens.
+	for _, bad := range []string{"UPPER:" + httpapi.DevKey, "acct1:not base64!", "acct1", "a:" + httpapi.DevKey} {
+		err := run(context.Background(), nil, env(map[string]string{"PGTABLES_ACCOUNTS": bad, "PGTABLES_LISTEN": freeAddr(t), "PGTABLES_LOG_LEVEL": "error"}), io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "accounts") {
+			t.Errorf("PGTABLES_ACCOUNTS=%q: %v, want an accounts error", bad, err)
+		}
 	}
 	dsn := testdb.New(t)
 	if err := run(context.Background(), []string{"migrate"}, env(map[string]string{"PGTABLES_DATABASE_URL": dsn}), io.Discard, io.Discard); err != nil {
