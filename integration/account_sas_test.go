@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -240,4 +241,66 @@ func TestAccountSASBatch(t *testing.T) {
 	if got, want := strings.Join(listKeys(t, owner), ","), "p/n1,p/n2,p/n5"; got != want {
 		t.Fatalf("after the batches: %s, want %s", got, want)
 	}
+}
+
+// TestAccountSASFromSDK uses account SASes signed by the Go SDK's
+// AccountSASSignatureValues.Sign (the way to sign one for a plain-HTTP
+// endpoint, as GetAccountSASURL always demands https), end to end: each
+// resource type allows what it covers and nothing else.
+func TestAccountSASFromSDK(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	owner, table := e.newTable()
+	sasAdd(t, owner, "p", "r")
+	cred, err := aztables.NewSharedKeyCredential(httpapi.DevAccount, httpapi.DevKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sign := func(rt aztables.AccountSASResourceTypes, perms aztables.AccountSASPermissions) string {
+		t.Helper()
+		p, err := aztables.AccountSASSignatureValues{Services: "t", ResourceTypes: rt.String(), Permissions: perms.String(),
+			StartTime: time.Now().Add(-time.Minute), ExpiryTime: time.Now().Add(time.Hour)}.Sign(cred)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Encode()
+	}
+
+	objects := sign(aztables.AccountSASResourceTypes{Object: true}, aztables.AccountSASPermissions{Read: true, Add: true})
+	c := e.sasTableClient(table, objects)
+	if _, err := c.GetEntity(bg, "p", "r", nil); err != nil {
+		t.Fatalf("read with an object SAS: %v", err)
+	}
+	if _, err := c.AddEntity(bg, sasEntity("p", "added", 1), nil); err != nil {
+		t.Fatalf("insert with an object SAS holding a: %v", err)
+	}
+	before := e.fullSnapshot()
+	_, err = c.DeleteEntity(bg, "p", "r", nil)
+	wantRespErr(t, err, 403, "AuthorizationPermissionMismatch")
+	_, err = e.sasServiceClient(objects).CreateTable(bg, "objectsasmade", nil)
+	wantRespErr(t, err, 403, "AuthorizationResourceTypeMismatch")
+	if e.fullSnapshot() != before {
+		t.Fatal("a refused request changed the database")
+	}
+
+	containers := sign(aztables.AccountSASResourceTypes{Container: true}, aztables.AccountSASPermissions{List: true, Create: true, Delete: true})
+	svc := e.sasServiceClient(containers)
+	if names := listTableNames(t, svc); !slices.Contains(names, table) {
+		t.Fatalf("a container SAS lists %v, want %s among them", names, table)
+	}
+	if _, err := svc.CreateTable(bg, "containersasmade", nil); err != nil {
+		t.Fatalf("create with a container SAS: %v", err)
+	}
+	if _, err := svc.DeleteTable(bg, "containersasmade", nil); err != nil {
+		t.Fatalf("delete with a container SAS: %v", err)
+	}
+	_, err = svc.NewClient(table).GetEntity(bg, "p", "r", nil)
+	wantRespErr(t, err, 403, "AuthorizationResourceTypeMismatch")
+
+	service := sign(aztables.AccountSASResourceTypes{Service: true}, aztables.AccountSASPermissions{Read: true})
+	if _, err := e.sasServiceClient(service).GetProperties(bg, nil); err != nil {
+		t.Fatalf("get service properties with a service SAS: %v", err)
+	}
+	_, err = e.sasServiceClient(service).SetProperties(bg, aztables.ServiceProperties{}, nil)
+	wantRespErr(t, err, 403, "AuthorizationPermissionMismatch")
 }

@@ -1,7 +1,8 @@
-// Drives a pgtables server with @azure/data-tables: single-entity operations
-// and submitTransaction, successful and failing. Started by
-// integration/batch_js_test.go with the service URL and the account in the
-// environment; exits non-zero on any mismatch.
+// Drives a pgtables server with @azure/data-tables: single-entity operations,
+// submitTransaction (successful and failing), connection strings and shared
+// access signatures made by the SDK. Started by
+// integration/batch_interop_test.go with the service URL and the account in
+// the environment; exits non-zero on any mismatch.
 //
 // The endpoint must be an IP address such as http://127.0.0.1:<port>/<account>:
 // with "localhost" the SDK switches to its Cosmos DB mode.
@@ -11,6 +12,9 @@ const {
   TableClient,
   TableServiceClient,
   AzureNamedKeyCredential,
+  AzureSASCredential,
+  generateTableSas,
+  generateAccountSas,
   odata,
 } = require("@azure/data-tables");
 
@@ -180,11 +184,111 @@ async function transactions() {
     odd.subResponses);
 }
 
+async function rowKeys(c) {
+  const keys = [];
+  for await (const x of c.listEntities()) {
+    keys.push(x.partitionKey + "/" + x.rowKey);
+  }
+  return keys;
+}
+
+// Connection strings and SASes as the SDK builds them. Out-of-scope
+// requests must be refused with Azure's codes and write nothing.
+async function connectionStringsAndSAS() {
+  await client.createEntity({ partitionKey: "tenant41", rowKey: "r", V: 41 });
+  await client.createEntity({ partitionKey: "tenant42", rowKey: "r", V: 42 });
+  await client.createEntity({ partitionKey: "tenant43", rowKey: "r", V: 43 });
+
+  const byKey = TableClient.fromConnectionString(
+    `DefaultEndpointsProtocol=http;AccountName=${account};AccountKey=${key};TableEndpoint=${endpoint};`,
+    tableName, options);
+  check((await byKey.getEntity("tenant42", "r")).V === 42, "an account-key connection string");
+
+  // A table SAS for one partition, with query and add but not update or
+  // delete.
+  const sas = await generateTableSas(tableName, credential, {
+    permissions: { query: true, add: true },
+    expiresOn: new Date(Date.now() + 3600e3),
+    startPartitionKey: "tenant42",
+    endPartitionKey: "tenant42",
+  });
+  const tenant = new TableClient(endpoint, tableName, new AzureSASCredential(sas), options);
+  check((await tenant.getEntity("tenant42", "r")).V === 42, "a table SAS reads inside its range");
+  await expectError("a table SAS reading outside its range", 403, "AuthorizationFailure",
+    () => tenant.getEntity("tenant43", "r"));
+  const seen = await rowKeys(tenant);
+  check(seen.join() === "tenant42/r", "a query with a ranged table SAS stays in the range", seen);
+  await tenant.createEntity({ partitionKey: "tenant42", rowKey: "s", V: 1 });
+  check(await exists("tenant42", "s"), "a table SAS with add inserts inside its range");
+  await expectError("a table SAS inserting outside its range", 403, "AuthorizationFailure",
+    () => tenant.createEntity({ partitionKey: "tenant41", rowKey: "s" }));
+  check(!(await exists("tenant41", "s")), "the refused insert wrote nothing");
+  await expectError("a table SAS deleting without d", 403, "AuthorizationPermissionMismatch",
+    () => tenant.deleteEntity("tenant42", "r"));
+  check(await exists("tenant42", "r"), "the refused delete deleted nothing");
+  await expectError("a table SAS upserting without u", 403, "AuthorizationPermissionMismatch",
+    () => tenant.upsertEntity({ partitionKey: "tenant42", rowKey: "r", V: 0 }, "Replace"));
+  await expectError("a table SAS in a transaction leaving its range", 403, "AuthorizationFailure",
+    () => tenant.submitTransaction([["create", { partitionKey: "tenant41", rowKey: "t" }]]));
+  check(!(await exists("tenant41", "t")), "the refused transaction wrote nothing");
+
+  const bySAS = TableClient.fromConnectionString(`TableEndpoint=${endpoint};SharedAccessSignature=${sas}`,
+    tableName, options);
+  check((await bySAS.getEntity("tenant42", "r")).V === 42, "a SAS connection string");
+  await expectError("a SAS connection string outside its range", 403, "AuthorizationFailure",
+    () => bySAS.getEntity("tenant41", "r"));
+
+  const tampered = sas.replace(/sp=[a-z]+/, "sp=raud");
+  const forged = new TableClient(endpoint, tableName, new AzureSASCredential(tampered), options);
+  await expectError("a table SAS with altered permissions", 403, "AuthenticationFailed",
+    () => forged.deleteEntity("tenant42", "r"));
+  check(await exists("tenant42", "r"), "the tampered SAS deleted nothing");
+
+  const expired = await generateTableSas(tableName, credential, {
+    permissions: { query: true },
+    expiresOn: new Date(Date.now() - 60e3),
+  });
+  await expectError("an expired table SAS", 403, "AuthenticationFailed",
+    () => new TableClient(endpoint, tableName, new AzureSASCredential(expired), options).getEntity("tenant42", "r"));
+
+  // Account SASes: objects (entities) read-only, then containers (tables).
+  const objects = generateAccountSas(credential, {
+    resourceTypes: "o",
+    permissions: { query: true },
+    expiresOn: new Date(Date.now() + 3600e3),
+  });
+  const reader = new TableClient(endpoint, tableName, new AzureSASCredential(objects), options);
+  const read = await rowKeys(reader);
+  check(["tenant41/r", "tenant42/r", "tenant43/r", "tenant42/s"].every((k) => read.includes(k)),
+    "an account SAS for objects queries entities", read);
+  await expectError("a read-only account SAS inserting", 403, "AuthorizationPermissionMismatch",
+    () => reader.createEntity({ partitionKey: "tenant42", rowKey: "u" }));
+  check(!(await exists("tenant42", "u")), "the refused account-SAS insert wrote nothing");
+  const readerService = new TableServiceClient(endpoint, new AzureSASCredential(objects), options);
+  await expectError("an object account SAS listing tables", 403, "AuthorizationResourceTypeMismatch",
+    async () => { for await (const _ of readerService.listTables()) { /* drain */ } });
+
+  const containers = generateAccountSas(credential, {
+    resourceTypes: "c",
+    permissions: { list: true },
+    expiresOn: new Date(Date.now() + 3600e3),
+  });
+  const lister = new TableServiceClient(endpoint, new AzureSASCredential(containers), options);
+  const names = [];
+  for await (const t of lister.listTables()) {
+    names.push(t.name);
+  }
+  check(names.includes(tableName), "an account SAS for containers lists tables", names);
+  await expectError("a list-only account SAS creating a table", 403, "AuthorizationPermissionMismatch",
+    () => lister.createTable(tableName + "x"));
+}
+
 async function main() {
   await service.createTable(tableName);
   try {
     await singleEntityOperations();
     await transactions();
+    await connectionStringsAndSAS();
   } finally {
     await service.deleteTable(tableName);
   }
