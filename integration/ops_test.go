@@ -361,6 +361,51 @@ func TestForwardedHeaders(t *testing.T) {
 			t.Errorf("logged client %v, want the connection's", ip)
 		}
 	})
+	// A SAS's sip and spr see the client's address and scheme as a trusted
+	// proxy reports them, and the connection's own from anyone else, so
+	// that forged headers cannot widen a SAS.
+	t.Run("sas", func(t *testing.T) {
+		t.Parallel()
+		behindProxy := newOpsEnv(t, opsConfig{http: httpapi.Config{TrustedProxies: trusted}})
+		direct := newOpsEnv(t, opsConfig{})
+		for _, e := range []*opsEnv{behindProxy, direct} {
+			if _, err := e.service.CreateTable(bg, "fwdsas", nil); err != nil {
+				t.Fatal(err)
+			}
+			sasAdd(t, e.service.NewClient("fwdsas"), "p", "r")
+		}
+		point := acct + "/fwdsas(PartitionKey='p',RowKey='r')?"
+		onlyProxyClient := svcSAS{tn: "fwdsas", sp: "r", se: inAnHour(), sip: "198.51.100.7"}.encode()
+		onlyHTTPS := svcSAS{tn: "fwdsas", sp: "r", se: inAnHour(), spr: "https"}.encode()
+		loopbackHTTPS := svcSAS{tn: "fwdsas", sp: "r", se: inAnHour(), sip: "127.0.0.1", spr: "https"}.encode()
+		for _, c := range []struct {
+			name   string
+			e      *opsEnv
+			sas    string
+			header map[string]string
+			status int
+			code   string
+		}{
+			{"trusted sip", behindProxy, onlyProxyClient, fwd("tables.example.com"), 200, ""},
+			{"trusted spr", behindProxy, onlyHTTPS, fwd("tables.example.com"), 200, ""},
+			{"trusted sip without forwarding", behindProxy, onlyProxyClient, nil, 403, "AuthorizationSourceIPMismatch"},
+			{"trusted spr without forwarding", behindProxy, onlyHTTPS, nil, 403, "AuthorizationProtocolMismatch"},
+			{"trusted forwarded client is not loopback", behindProxy, loopbackHTTPS, fwd("tables.example.com"), 403, "AuthorizationSourceIPMismatch"},
+			{"forged sip", direct, onlyProxyClient, fwd("tables.example.com"), 403, "AuthorizationSourceIPMismatch"},
+			{"forged spr", direct, onlyHTTPS, fwd("tables.example.com"), 403, "AuthorizationProtocolMismatch"},
+		} {
+			r := c.e.send(rawReq{method: "GET", path: point + c.sas, header: c.header, authz: strp("")})
+			if c.status == 200 {
+				if r.status != 200 {
+					t.Errorf("%s: got %d %s", c.name, r.status, trunc(r.body))
+				}
+				continue
+			}
+			if r.status != c.status || r.header.Get("x-ms-error-code") != c.code {
+				t.Errorf("%s: got %d %s, want %d %s", c.name, r.status, r.header.Get("x-ms-error-code"), c.status, c.code)
+			}
+		}
+	})
 }
 
 // Overload answers 503 ServerBusy with Retry-After, fast: when no database
