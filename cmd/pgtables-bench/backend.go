@@ -130,7 +130,7 @@ func (b *httpBackend) pointRead(ctx context.Context, w *worker) error {
 func (b *httpBackend) batchInsert(ctx context.Context, w *worker) error {
 	w.n++
 	pk := fmt.Sprintf("w%03d-%s-%09d", w.id, w.run, w.n)
-	bodies := make([][]byte, 100)
+	bodies := make([][]byte, batchSize)
 	for j := range bodies {
 		bodies[j] = entityJSON(pk, fmt.Sprintf("r%03d", j), j)
 	}
@@ -178,29 +178,31 @@ func (b *httpBackend) updateIfMatch(ctx context.Context, w *worker) error {
 	return err
 }
 
-// scenario is one workload: its operation, and whether it needs the
-// preloaded data set.
+// scenario is one workload: its operation, whether it needs the
+// preloaded data set, and how many entities one operation writes or reads
+// (nil: one), for the entities/s figure.
 type scenario struct {
-	name    string
-	preload bool
-	op      func(backend, context.Context, *worker) error
+	name     string
+	preload  bool
+	op       func(backend, context.Context, *worker) error
+	entities func(dataSet) int
 }
 
 var scenarios = []scenario{
-	{"insert", false, backend.insert},
-	{"upsert", true, backend.upsert},
-	{"point-read", true, backend.pointRead},
-	{"batch-insert", false, backend.batchInsert},
-	{"partition-scan", true, backend.partitionScan},
-	{"table-scan", true, backend.tableScan},
-	{"filter-scan", true, backend.filterScan},
-	{"update-if-match", true, backend.updateIfMatch},
+	{"insert", false, backend.insert, nil},
+	{"upsert", true, backend.upsert, nil},
+	{"point-read", true, backend.pointRead, nil},
+	{"batch-insert", false, backend.batchInsert, func(dataSet) int { return batchSize }},
+	{"partition-scan", true, backend.partitionScan, func(dataSet) int { return preloadRows }},
+	{"table-scan", true, backend.tableScan, func(d dataSet) int { return d.total() }},
+	{"filter-scan", true, backend.filterScan, func(d dataSet) int { return d.total() / categories }},
+	{"update-if-match", true, backend.updateIfMatch, nil},
 	{"mixed", true, func(b backend, ctx context.Context, w *worker) error {
 		if w.rng.IntN(10) < 7 {
 			return b.pointRead(ctx, w)
 		}
 		return b.upsert(ctx, w)
-	}},
+	}, nil},
 }
 
 func findScenarios(list string) ([]scenario, error) {

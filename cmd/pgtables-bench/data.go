@@ -14,6 +14,7 @@ import (
 const (
 	preloadRows = 1000 // per partition: one partition scan reads 1000
 	categories  = 100  // filter-scan matches 1 in 100 entities
+	batchSize   = 100  // entities of one batch-insert transaction
 )
 
 // dataSet is the preloaded data of the scenarios that read: partitions of

@@ -97,17 +97,20 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 
 // result is the outcome of one scenario on one backend.
 type result struct {
-	Scenario     string    `json:"scenario"`
-	Backend      string    `json:"backend"`
-	OpsPerSec    float64   `json:"ops_per_sec"` // median over repetitions
-	Ops          int64     `json:"ops"`         // of the median repetition
-	P50          float64   `json:"p50_ms"`
-	P95          float64   `json:"p95_ms"`
-	P99          float64   `json:"p99_ms"`
-	Errors       int64     `json:"errors"`
-	FirstError   string    `json:"first_error,omitempty"`
-	Repetitions  []float64 `json:"repetitions_ops_per_sec"`
-	PeakRSSBytes int64     `json:"peak_rss_bytes,omitempty"`
+	Scenario  string  `json:"scenario"`
+	Backend   string  `json:"backend"`
+	OpsPerSec float64 `json:"ops_per_sec"` // median over repetitions
+	// EntitiesPerSec is OpsPerSec times the entities one operation writes
+	// or reads (100 for batch-insert, 1000 for partition-scan, ...).
+	EntitiesPerSec float64   `json:"entities_per_sec"`
+	Ops            int64     `json:"ops"` // of the median repetition
+	P50            float64   `json:"p50_ms"`
+	P95            float64   `json:"p95_ms"`
+	P99            float64   `json:"p99_ms"`
+	Errors         int64     `json:"errors"`
+	FirstError     string    `json:"first_error,omitempty"`
+	Repetitions    []float64 `json:"repetitions_ops_per_sec"`
+	PeakRSSBytes   int64     `json:"peak_rss_bytes,omitempty"`
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -230,6 +233,10 @@ func runScenario(ctx context.Context, cfg *config, sc scenario, b backend, settl
 	sort.Slice(reps, func(i, j int) bool { return reps[i].opsPerSec < reps[j].opsPerSec })
 	med := reps[len(reps)/2]
 	res.OpsPerSec, res.Ops = med.opsPerSec, med.ops
+	res.EntitiesPerSec = med.opsPerSec
+	if sc.entities != nil {
+		res.EntitiesPerSec *= float64(sc.entities(data))
+	}
 	sort.Slice(med.lat, func(i, j int) bool { return med.lat[i] < med.lat[j] })
 	res.P50, res.P95, res.P99 = percentile(med.lat, 0.50), percentile(med.lat, 0.95), percentile(med.lat, 0.99)
 	return res, nil
@@ -344,7 +351,7 @@ func printResults(w io.Writer, cfg *config, results []result) {
 		byKey[r.Scenario+"/"+r.Backend] = r
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "scenario\tpgtables ops/s\tp50 ms\tp95 ms\tp99 ms\tpeak RSS MiB\tsql ops/s\tp50 ms\tp99 ms\tratio\terrors\t\n")
+	fmt.Fprintf(tw, "scenario\tpgtables ops/s\tentities/s\tp50 ms\tp95 ms\tp99 ms\tpeak RSS MiB\tsql ops/s\tentities/s\tp50 ms\tp99 ms\tratio\terrors\t\n")
 	for _, name := range names {
 		p, hasP := byKey[name+"/pgtables"]
 		s, hasS := byKey[name+"/sql"]
@@ -354,14 +361,14 @@ func printResults(w io.Writer, cfg *config, results []result) {
 			if p.PeakRSSBytes > 0 {
 				rss = strconv.FormatFloat(float64(p.PeakRSSBytes)/(1<<20), 'f', 1, 64)
 			}
-			cells = append(cells, fmt.Sprintf("%.0f", p.OpsPerSec), ms(p.P50), ms(p.P95), ms(p.P99), rss)
+			cells = append(cells, fmt.Sprintf("%.0f", p.OpsPerSec), fmt.Sprintf("%.0f", p.EntitiesPerSec), ms(p.P50), ms(p.P95), ms(p.P99), rss)
 		} else {
-			cells = append(cells, "-", "-", "-", "-", "-")
+			cells = append(cells, "-", "-", "-", "-", "-", "-")
 		}
 		if hasS {
-			cells = append(cells, fmt.Sprintf("%.0f", s.OpsPerSec), ms(s.P50), ms(s.P99))
+			cells = append(cells, fmt.Sprintf("%.0f", s.OpsPerSec), fmt.Sprintf("%.0f", s.EntitiesPerSec), ms(s.P50), ms(s.P99))
 		} else {
-			cells = append(cells, "-", "-", "-")
+			cells = append(cells, "-", "-", "-", "-")
 		}
 		if hasP && hasS && s.OpsPerSec > 0 {
 			cells = append(cells, fmt.Sprintf("%.2f", p.OpsPerSec/s.OpsPerSec))
