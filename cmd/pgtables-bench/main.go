@@ -157,16 +157,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var results []result
 	failed := false
 	for _, sc := range list {
-		for _, b := range backends {
-			r, err := runScenario(ctx, cfg, sc, b, settle, stderr)
-			if err != nil {
-				return fmt.Errorf("%s on %s: %w", sc.name, b.name(), err)
-			}
+		rs, err := runScenario(ctx, cfg, sc, backends, settle, stderr)
+		if err != nil {
+			return fmt.Errorf("%s: %w", sc.name, err)
+		}
+		for _, r := range rs {
 			if r.Errors > 0 {
 				failed = true
 			}
-			results = append(results, r)
 		}
+		results = append(results, rs...)
 	}
 	printResults(stdout, cfg, results)
 	if cfg.jsonOut != "" {
@@ -184,61 +184,75 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// runScenario prepares the backend, then runs warm-up and timed
-// repetitions, and reports the median repetition.
-func runScenario(ctx context.Context, cfg *config, sc scenario, b backend, settle func(context.Context) error, stderr io.Writer) (result, error) {
+// runScenario prepares every backend, then runs warm-up and timed
+// repetitions, and reports each backend's median repetition. The
+// repetitions alternate between the backends (pgtables, ceiling,
+// pgtables, ...), so that drift of the machine over the run (checkpoints,
+// autovacuum, a neighbour's load) falls on both sides of the ratio alike.
+func runScenario(ctx context.Context, cfg *config, sc scenario, backends []backend, settle func(context.Context) error, stderr io.Writer) ([]result, error) {
 	data := dataSet{partitions: cfg.preload / preloadRows}
-	if sc.preload && cfg.progress > 0 {
-		fmt.Fprintf(stderr, "%s on %s: loading %d entities\n", sc.name, b.name(), data.total())
-	}
-	if err := b.prepare(ctx, data, sc.preload); err != nil {
-		return result{}, err
+	for _, b := range backends {
+		if sc.preload && cfg.progress > 0 {
+			fmt.Fprintf(stderr, "%s on %s: loading %d entities\n", sc.name, b.name(), data.total())
+		}
+		err := b.prepare(ctx, data, sc.preload)
+		defer func() {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			if err := b.cleanup(cctx); err != nil {
+				fmt.Fprintf(stderr, "cleanup %s on %s: %v\n", sc.name, b.name(), err)
+			}
+		}()
+		if err != nil {
+			return nil, fmt.Errorf("prepare %s: %w", b.name(), err)
+		}
 	}
 	if err := settle(ctx); err != nil {
-		return result{}, fmt.Errorf("vacuum: %w", err)
-	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		if err := b.cleanup(cctx); err != nil {
-			fmt.Fprintf(stderr, "cleanup %s on %s: %v\n", sc.name, b.name(), err)
-		}
-	}()
-	res := result{Scenario: sc.name, Backend: b.name()}
-	var rss *rssSampler
-	if cfg.serverPID > 0 && b.name() == "pgtables" {
-		rss = startRSS(cfg.serverPID)
+		return nil, fmt.Errorf("vacuum: %w", err)
 	}
 	type rep struct {
 		opsPerSec float64
 		lat       []time.Duration
 		ops       int64
 	}
-	var reps []rep
+	res := make([]result, len(backends))
+	reps := make([][]rep, len(backends))
+	var rss *rssSampler
+	for j, b := range backends {
+		res[j] = result{Scenario: sc.name, Backend: b.name()}
+		if cfg.serverPID > 0 && b.name() == "pgtables" {
+			rss = startRSS(cfg.serverPID)
+		}
+	}
 	for i := 0; i < cfg.reps; i++ {
-		if cfg.warmup > 0 {
-			phase(ctx, cfg, sc, b, fmt.Sprintf("w%d", i), cfg.warmup, 0, nil, &res)
+		for j, b := range backends {
+			if cfg.warmup > 0 {
+				phase(ctx, cfg, sc, b, fmt.Sprintf("w%d", i), cfg.warmup, 0, nil, &res[j])
+			}
+			label := fmt.Sprintf("%s on %s, repetition %d/%d", sc.name, b.name(), i+1, cfg.reps)
+			lat, elapsed := phase(ctx, cfg, sc, b, fmt.Sprintf("r%d", i), cfg.duration, cfg.count, &progressPrinter{w: stderr, label: label, every: cfg.progress}, &res[j])
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			r := rep{opsPerSec: float64(len(lat)) / elapsed.Seconds(), lat: lat, ops: int64(len(lat))}
+			reps[j] = append(reps[j], r)
+			res[j].Repetitions = append(res[j].Repetitions, r.opsPerSec)
 		}
-		label := fmt.Sprintf("%s on %s, repetition %d/%d", sc.name, b.name(), i+1, cfg.reps)
-		lat, elapsed := phase(ctx, cfg, sc, b, fmt.Sprintf("r%d", i), cfg.duration, cfg.count, &progressPrinter{w: stderr, label: label, every: cfg.progress}, &res)
-		if ctx.Err() != nil {
-			return res, ctx.Err()
+	}
+	for j, b := range backends {
+		if rss != nil && b.name() == "pgtables" {
+			res[j].PeakRSSBytes = rss.stop()
 		}
-		reps = append(reps, rep{opsPerSec: float64(len(lat)) / elapsed.Seconds(), lat: lat, ops: int64(len(lat))})
-		res.Repetitions = append(res.Repetitions, reps[i].opsPerSec)
+		sort.Slice(reps[j], func(a, c int) bool { return reps[j][a].opsPerSec < reps[j][c].opsPerSec })
+		med := reps[j][len(reps[j])/2]
+		res[j].OpsPerSec, res[j].Ops = med.opsPerSec, med.ops
+		res[j].EntitiesPerSec = med.opsPerSec
+		if sc.entities != nil {
+			res[j].EntitiesPerSec *= float64(sc.entities(data))
+		}
+		sort.Slice(med.lat, func(a, c int) bool { return med.lat[a] < med.lat[c] })
+		res[j].P50, res[j].P95, res[j].P99 = percentile(med.lat, 0.50), percentile(med.lat, 0.95), percentile(med.lat, 0.99)
 	}
-	if rss != nil {
-		res.PeakRSSBytes = rss.stop()
-	}
-	sort.Slice(reps, func(i, j int) bool { return reps[i].opsPerSec < reps[j].opsPerSec })
-	med := reps[len(reps)/2]
-	res.OpsPerSec, res.Ops = med.opsPerSec, med.ops
-	res.EntitiesPerSec = med.opsPerSec
-	if sc.entities != nil {
-		res.EntitiesPerSec *= float64(sc.entities(data))
-	}
-	sort.Slice(med.lat, func(i, j int) bool { return med.lat[i] < med.lat[j] })
-	res.P50, res.P95, res.P99 = percentile(med.lat, 0.50), percentile(med.lat, 0.95), percentile(med.lat, 0.99)
 	return res, nil
 }
 
