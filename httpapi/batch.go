@@ -5,11 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
-	"mime/multipart"
 	"net/http"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/pgtables/pgtables/odata"
@@ -51,67 +51,50 @@ func readBatch(contentType string, body []byte) (*batchRequest, error) {
 	if err != nil || mt != "multipart/mixed" || params["boundary"] == "" {
 		return nil, odata.Detailf(odata.ErrInvalidInput, "A batch request must have Content-Type multipart/mixed with a boundary.")
 	}
-	mr := multipart.NewReader(bytes.NewReader(body), params["boundary"])
-	br := &batchRequest{}
-	seen := false
-	for {
-		part, err := mr.NextPart()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, odata.Detailf(odata.ErrInvalidInput, "The batch body is not valid multipart/mixed: %v.", err)
-		}
-		if seen {
-			return nil, odata.Detailf(odata.ErrInvalidInput, "A batch may hold only one changeset or one query.")
-		}
-		seen = true
-		pmt, pparams, _ := mime.ParseMediaType(part.Header.Get("Content-Type"))
-		switch {
-		case pmt == "multipart/mixed" && pparams["boundary"] != "":
-			if br.changeset, err = readChangeset(part, pparams["boundary"]); err != nil {
-				return nil, err
-			}
-		case pmt == "application/http":
-			content, err := io.ReadAll(part)
-			if err != nil {
-				return nil, odata.Detailf(odata.ErrInvalidInput, "The batch body is not valid multipart/mixed: %v.", err)
-			}
-			if br.query, err = parseSubRequest(content); err != nil {
-				return nil, err
-			}
-			if br.query.method != http.MethodGet {
-				return nil, odata.Detailf(odata.ErrInvalidInput, "A request outside a changeset must be a GET.")
-			}
-		default:
-			return nil, odata.Detailf(odata.ErrInvalidInput, "A batch part must be a changeset (multipart/mixed) or application/http.")
-		}
+	parts, err := splitMultipart(body, params["boundary"])
+	if err != nil {
+		return nil, odata.Detailf(odata.ErrInvalidInput, "The batch body is not valid multipart/mixed: %v.", err)
 	}
-	if !seen {
+	switch {
+	case len(parts) == 0:
 		return nil, odata.Detailf(odata.ErrInvalidInput, "The batch holds no changeset.")
+	case len(parts) > 1:
+		return nil, odata.Detailf(odata.ErrInvalidInput, "A batch may hold only one changeset or one query.")
+	}
+	br := &batchRequest{}
+	part := parts[0]
+	pmt, pparams, _ := mime.ParseMediaType(part.contentType)
+	switch {
+	case pmt == "multipart/mixed" && pparams["boundary"] != "":
+		if br.changeset, err = readChangeset(part.content, pparams["boundary"]); err != nil {
+			return nil, err
+		}
+	case pmt == "application/http":
+		if br.query, err = parseSubRequest(part.content); err != nil {
+			return nil, err
+		}
+		if br.query.method != http.MethodGet {
+			return nil, odata.Detailf(odata.ErrInvalidInput, "A request outside a changeset must be a GET.")
+		}
+	default:
+		return nil, odata.Detailf(odata.ErrInvalidInput, "A batch part must be a changeset (multipart/mixed) or application/http.")
 	}
 	return br, nil
 }
 
-func readChangeset(r io.Reader, boundary string) ([]*subRequest, error) {
-	mr := multipart.NewReader(r, boundary)
-	var ops []*subRequest
-	for {
-		part, err := mr.NextPart()
-		if err == io.EOF {
-			return ops, nil
-		}
-		if err != nil {
-			return nil, odata.Detailf(odata.ErrInvalidInput, "The changeset is not valid multipart/mixed: %v.", err)
-		}
-		if mt, _, _ := mime.ParseMediaType(part.Header.Get("Content-Type")); mt != "application/http" {
+// readChangeset reads the operations of a changeset; their bodies are
+// slices of b.
+func readChangeset(b []byte, boundary string) ([]*subRequest, error) {
+	parts, err := splitMultipart(b, boundary)
+	if err != nil {
+		return nil, odata.Detailf(odata.ErrInvalidInput, "The changeset is not valid multipart/mixed: %v.", err)
+	}
+	ops := make([]*subRequest, 0, min(len(parts), maxBatchOps+2))
+	for _, part := range parts {
+		if mt, _, _ := mime.ParseMediaType(part.contentType); mt != "application/http" {
 			return nil, odata.Detailf(odata.ErrInvalidInput, "A changeset part must have Content-Type application/http.")
 		}
-		content, err := io.ReadAll(part)
-		if err != nil {
-			return nil, odata.Detailf(odata.ErrInvalidInput, "The changeset is not valid multipart/mixed: %v.", err)
-		}
-		op, err := parseSubRequest(content)
+		op, err := parseSubRequest(part.content)
 		if err != nil {
 			return nil, err
 		}
@@ -121,6 +104,7 @@ func readChangeset(r io.Reader, boundary string) ([]*subRequest, error) {
 			return ops, nil
 		}
 	}
+	return ops, nil
 }
 
 // parseSubRequest reads a request line, headers and body written by hand.
@@ -501,7 +485,8 @@ func (w *batchWriter) part(boundary string, status int) {
 	w.line("Content-Type: application/http")
 	w.line("Content-Transfer-Encoding: binary")
 	w.line()
-	w.line(fmt.Sprintf("HTTP/1.1 %d %s", status, http.StatusText(status)))
+	w.buf = strconv.AppendInt(append(w.buf, "HTTP/1.1 "...), int64(status), 10)
+	w.line(" ", http.StatusText(status))
 	w.line("X-Content-Type-Options: nosniff")
 	w.line("Cache-Control: no-cache")
 	w.line("DataServiceVersion: 3.0;")
@@ -513,6 +498,17 @@ func (w *batchWriter) emptyChangeset() { w.openChangeset() }
 // ETag header is spelled exactly "ETag": the JS SDK finds it with a
 // case-sensitive match.
 func (w *batchWriter) succeed(rq *request, ops []batchOp, writes []store.Write, results []store.Result) {
+	// About 400 bytes of headers a sub-response, and the entity of a 201:
+	// grown once, not by doubling.
+	size := 0
+	for i := range writes {
+		size += 400
+		if writes[i].Op == store.OpInsert && ops[i].prefer != "return-no-content" {
+			size += len(ops[i].sub.body) + 400
+		}
+	}
+	w.buf = slices.Grow(w.buf, size)
+	var entity []byte // one buffer for the entities of 201s
 	w.openChangeset()
 	svc := rq.serviceURL()
 	for i := range writes {
@@ -540,7 +536,8 @@ func (w *batchWriter) succeed(rq *request, ops []batchOp, writes []store.Write, 
 			w.line("Location: ", loc)
 			w.line("ETag: ", res.ETag)
 			w.line()
-			w.json(enc.AppendEntity(nil, &e))
+			entity = enc.AppendEntity(entity[:0], &e)
+			w.json(entity)
 			w.line()
 		case store.OpDelete:
 			w.part(w.changesetBoundary, http.StatusNoContent)

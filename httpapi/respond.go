@@ -54,7 +54,8 @@ func (rq *request) readJSONBody() ([]byte, error) {
 // readBody reads the whole request body within the size limit; a body that
 // cannot be read is unreadable, which is reported as the given sentinel.
 func (rq *request) readBody(unreadable error) ([]byte, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(rq.c.Response(), rq.r().Body, rq.srv.cfg.MaxBodyBytes))
+	r := rq.r()
+	body, err := readAllSized(http.MaxBytesReader(rq.c.Response(), r.Body, rq.srv.cfg.MaxBodyBytes), min(r.ContentLength, rq.srv.cfg.MaxBodyBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -64,6 +65,31 @@ func (rq *request) readBody(unreadable error) ([]byte, error) {
 	}
 	rq.bodyRead = true
 	return body, nil
+}
+
+// readAllSized is io.ReadAll for a body whose length is announced: it
+// reads into one buffer of that size (plus the byte that lets it see the
+// end) instead of growing one from 512 bytes, which for a batch of 100
+// entities means a dozen allocations and copies. The announcement is only
+// a hint: a shorter or longer body is read whole all the same.
+func readAllSized(r io.Reader, size int64) ([]byte, error) {
+	if size <= 0 {
+		return io.ReadAll(r)
+	}
+	b := make([]byte, 0, size+1)
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // grow as append does
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
 }
 
 // preference reads the Prefer header: return-content, return-no-content,
