@@ -63,6 +63,10 @@ func tableName(prefix string) string {
 type httpBackend struct {
 	c     *tableClient
 	table string
+	// used are the tables of finished scenarios, deleted at the end of the
+	// run: deleting one at once would start the server purging its rows in
+	// the background while the next scenarios are measured.
+	used []string
 }
 
 func (b *httpBackend) name() string { return "pgtables" }
@@ -99,7 +103,21 @@ func (b *httpBackend) prepare(ctx context.Context, data dataSet, preload bool) e
 	return nil
 }
 
-func (b *httpBackend) cleanup(ctx context.Context) error { return b.c.deleteTable(ctx, b.table) }
+func (b *httpBackend) cleanup(context.Context) error {
+	b.used = append(b.used, b.table)
+	return nil
+}
+
+// dropTables deletes the tables of the run.
+func (b *httpBackend) dropTables(ctx context.Context) error {
+	for _, t := range b.used {
+		if err := b.c.deleteTable(ctx, t); err != nil {
+			return err
+		}
+	}
+	b.used = nil
+	return nil
+}
 
 var prefer = map[string]string{"Prefer": "return-no-content"}
 

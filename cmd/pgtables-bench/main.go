@@ -139,7 +139,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		backends = append(backends, &httpBackend{c: c})
+		hb := &httpBackend{c: c}
+		defer func() {
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			if err := hb.dropTables(dctx); err != nil {
+				fmt.Fprintf(stderr, "delete the run's tables: %v\n", err)
+			}
+		}()
+		backends = append(backends, hb)
 	}
 	// With a database at hand, each scenario starts on a vacuumed and
 	// analyzed database, so that the dead rows and stale statistics of the
