@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -123,14 +124,23 @@ func (c *tableClient) deleteTable(ctx context.Context, name string) error {
 func (c *tableClient) batchInsert(ctx context.Context, table string, bodies [][]byte) error {
 	var b bytes.Buffer
 	const bb, cb = "batch_5e1d6f0c-0bd4-4a3d-9f44-1d1c0f1c2a7e", "changeset_0f0c5a2b-3c3e-4d6f-8a7b-6c5d4e3f2a1b"
-	fmt.Fprintf(&b, "--%s\r\nContent-Type: multipart/mixed; boundary=%s\r\n\r\n", bb, cb)
+	partHead := "--" + cb + "\r\nContent-Type: application/http\r\nContent-Transfer-Encoding: binary\r\n\r\n" +
+		"POST " + c.endpoint + "/" + table + " HTTP/1.1\r\nAccept: application/json;odata=minimalmetadata\r\n" +
+		"Content-Type: application/json\r\nPrefer: return-no-content\r\nDataServiceVersion: 3.0\r\nContent-Length: "
+	size := 256
 	for _, body := range bodies {
-		fmt.Fprintf(&b, "--%s\r\nContent-Type: application/http\r\nContent-Transfer-Encoding: binary\r\n\r\n", cb)
-		fmt.Fprintf(&b, "POST %s/%s HTTP/1.1\r\nAccept: application/json;odata=minimalmetadata\r\nContent-Type: application/json\r\nPrefer: return-no-content\r\nDataServiceVersion: 3.0\r\nContent-Length: %d\r\n\r\n", c.endpoint, table, len(body))
+		size += len(partHead) + len(body) + 16
+	}
+	b.Grow(size)
+	b.WriteString("--" + bb + "\r\nContent-Type: multipart/mixed; boundary=" + cb + "\r\n\r\n")
+	for _, body := range bodies {
+		b.WriteString(partHead)
+		b.WriteString(strconv.Itoa(len(body)))
+		b.WriteString("\r\n\r\n")
 		b.Write(body)
 		b.WriteString("\r\n")
 	}
-	fmt.Fprintf(&b, "--%s--\r\n--%s--\r\n", cb, bb)
+	b.WriteString("--" + cb + "--\r\n--" + bb + "--\r\n")
 	r, err := c.call(ctx, http.MethodPost, "/$batch", "", map[string]string{"Content-Type": "multipart/mixed; boundary=" + bb}, b.Bytes(), 202)
 	if err != nil {
 		return err

@@ -132,12 +132,12 @@ func (b *sqlBackend) batchInsert(ctx context.Context, w *worker) error {
 	var rks []string
 	var sizes []int32
 	var props [][]byte
+	stored := batchStored()
 	for j := range batchSize {
 		rk := fmt.Sprintf("r%03d", j)
-		p := entityProps(j)
 		rks = append(rks, rk)
-		sizes = append(sizes, int32(odata.EntitySize(pk, rk, p)))
-		props = append(props, odata.AppendStored(nil, p))
+		sizes = append(sizes, int32(odata.EntitySize(pk, rk, entityProps(j))))
+		props = append(props, stored[j])
 	}
 	return pgx.BeginTxFunc(ctx, b.pool, pgx.TxOptions{IsoLevel: pgx.Serializable}, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `
