@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"net/textproto"
 	"net/url"
 	"slices"
 	"strconv"
@@ -113,7 +114,8 @@ func readChangeset(b []byte, boundary string) ([]*subRequest, error) {
 // is what follows the header block, trimmed: JS adds a blank line before
 // it, and the part's own line ending follows it.
 func parseSubRequest(b []byte) (*subRequest, error) {
-	sr := &subRequest{header: http.Header{}}
+	sr := &subRequest{header: make(http.Header, 8)}
+	values := make([]string, 0, 8) // backs the header's one-value slices
 	rest := b
 	line := func() (string, bool) {
 		if len(rest) == 0 {
@@ -134,8 +136,17 @@ func parseSubRequest(b []byte) (*subRequest, error) {
 			break
 		}
 	}
-	fields := strings.Fields(reqLine)
-	if len(fields) != 3 || !strings.HasPrefix(fields[2], "HTTP/1.") {
+	var fields [3]string
+	n := 0
+	for f := range strings.FieldsSeq(reqLine) {
+		if n == len(fields) {
+			n++
+			break
+		}
+		fields[n] = f
+		n++
+	}
+	if n != 3 || !strings.HasPrefix(fields[2], "HTTP/1.") {
 		return nil, odata.Detailf(odata.ErrInvalidInput, "A batch operation has a malformed request line.")
 	}
 	sr.method, sr.target = fields[0], fields[1]
@@ -152,7 +163,13 @@ func parseSubRequest(b []byte) (*subRequest, error) {
 		// Go's SDK writes DataServiceVersion and x-ms-version with empty
 		// values inside batches: empty means absent.
 		if value = strings.TrimSpace(value); value != "" {
-			sr.header.Add(name, value)
+			key := textproto.CanonicalMIMEHeaderKey(name)
+			if vs, ok := sr.header[key]; ok {
+				sr.header[key] = append(vs, value)
+			} else {
+				values = append(values, value)
+				sr.header[key] = values[len(values)-1 : len(values) : len(values)]
+			}
 		}
 	}
 	sr.body = bytes.TrimSpace(rest)
@@ -338,7 +355,8 @@ func (rq *request) prepareOp(op *batchOp) (store.Write, error) {
 }
 
 func decodeBatchEntity(sub *subRequest) (*odata.EntityBody, error) {
-	if ct := sub.header.Get("Content-Type"); ct != "" {
+	// Most SDKs send exactly this; only other values need parsing.
+	if ct := sub.header.Get("Content-Type"); ct != "" && ct != "application/json" {
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
 			return nil, odata.Detailf(odata.ErrMediaTypeNotSupported, "A batch operation's body must be application/json.")
 		}

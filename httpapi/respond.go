@@ -98,7 +98,7 @@ func (rq *request) preference() string { return preference(rq.r().Header) }
 
 func preference(h http.Header) string {
 	for _, v := range h.Values("Prefer") {
-		for _, p := range strings.Split(v, ",") {
+		for p := range strings.SplitSeq(v, ",") {
 			switch p = strings.ToLower(strings.TrimSpace(p)); p {
 			case "return-content", "return-no-content":
 				return p

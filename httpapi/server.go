@@ -469,5 +469,8 @@ func possibleTableName(name string) bool {
 // $format=application/json;odata=nometadata (unencoded in Microsoft's own
 // examples), which url.ParseQuery would refuse.
 func parseQuery(raw string) (url.Values, error) {
+	if raw == "" {
+		return nil, nil // read-only: no map to make for the many requests without a query
+	}
 	return url.ParseQuery(strings.ReplaceAll(raw, ";", "%3B"))
 }

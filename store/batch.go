@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -56,6 +57,18 @@ func (s *Store) Batch(ctx context.Context, account, table string, writes []Write
 			}
 		}
 		results, err := s.batchOnce(ctx, account, table, writes, wait)
+		if errors.Is(err, errInsertConflict) {
+			i, ferr := s.firstExisting(ctx, account, table, writes)
+			if ferr != nil {
+				return nil, ferr
+			}
+			if i >= 0 {
+				return nil, &BatchError{Index: i, Err: ErrEntityExists}
+			}
+			// The entity in the way was deleted meanwhile: run again.
+			lastErr = err
+			continue
+		}
 		if err == nil || !(retryable(err) || errors.Is(err, errPartitionBusy)) {
 			return results, err
 		}
@@ -66,6 +79,10 @@ func (s *Store) Batch(ctx context.Context, account, table string, writes []Write
 
 // errPartitionBusy means another batch holds the partition's lock.
 var errPartitionBusy = errors.New("partition locked by another batch")
+
+// errInsertConflict means an insert-only batch met an existing entity; the
+// transaction is gone, and firstExisting tells which operation failed.
+var errInsertConflict = errors.New("an entity of the batch exists")
 
 const (
 	// Batches on one partition take an advisory lock on it, so that they
@@ -90,15 +107,22 @@ const (
 	sqlLockPartition     = `SELECT pg_advisory_lock($1)`
 	sqlUnlockPartition   = `SELECT pg_advisory_unlock($1)`
 
-	// A batch of inserts only is one statement; a conflict leaves a key
-	// out of RETURNING, and the transaction is rolled back.
+	// A batch of inserts only is one statement. It is a plain INSERT: an
+	// existing entity fails it with a unique violation, and only then
+	// does sqlExistingKeys find which one. ON CONFLICT DO NOTHING would
+	// name it in the same round trip, but its speculative insertion made
+	// every successful batch cost PostgreSQL 10-20% more (pgbench, 100
+	// rows of 500 bytes).
 	sqlInsertMany = `
 INSERT INTO entities (table_id, pk, rk, ts, size, props)
 SELECT t.id, $3, r.rk, $4, r.size, r.props
 FROM tables t, unnest($5::text[], $6::integer[], $7::jsonb[]) AS r(rk, size, props)
 WHERE t.account = $1 AND t.lname = $2 AND t.deleted_at IS NULL
-ON CONFLICT (table_id, pk, rk) DO NOTHING
 RETURNING rk, xmin`
+
+	sqlExistingKeys = `
+SELECT rk FROM entities
+WHERE table_id = ` + liveTable + ` AND pk = $3 AND rk = ANY($4::text[])`
 )
 
 // partitionLock is the advisory lock key of a partition. A collision
@@ -220,11 +244,18 @@ func (s *Store) insertMany(ctx context.Context, tx pgx.Tx, account, table string
 	rks := make([]string, len(writes))
 	sizes := make([]int32, len(writes))
 	props := make([][]byte, len(writes))
+	// The stored forms share one buffer, sized by the first entity's.
+	var buf []byte
 	for i := range writes {
 		w := &writes[i]
 		rks[i] = w.RowKey
 		sizes[i] = int32(odata.EntitySize(pk, w.RowKey, w.Properties))
-		props[i] = odata.AppendStored(nil, w.Properties)
+		start := len(buf)
+		buf = odata.AppendStored(buf, w.Properties)
+		if i == 0 {
+			buf = slices.Grow(buf, len(buf)*(len(writes)-1)+len(buf)/2)
+		}
+		props[i] = buf[start:len(buf):len(buf)]
 	}
 	b := &pgx.Batch{}
 	b.Queue(sqlWaitPartitionXact, lock)
@@ -235,19 +266,26 @@ func (s *Store) insertMany(ctx context.Context, tx pgx.Tx, account, table string
 		return nil, batchFailure(0, fmt.Errorf("lock partition: %w", err))
 	}
 	rows, err := br.Query()
+	if isUniqueViolation(err) {
+		return nil, errInsertConflict
+	}
 	if err != nil {
 		return nil, batchFailure(0, fmt.Errorf("insert entities: %w", err))
 	}
 	inserted := make(map[string]uint32, len(writes))
 	var rk string
 	var xmin uint32
-	if _, err := pgx.ForEachRow(rows, []any{&rk, &xmin}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&rk, &xmin}, func() error {
 		inserted[rk] = xmin
 		return nil
-	}); err != nil {
-		return nil, batchFailure(0, fmt.Errorf("insert entities: %w", err))
+	})
+	if err == nil {
+		err = br.Close()
 	}
-	if err := br.Close(); err != nil {
+	if isUniqueViolation(err) {
+		return nil, errInsertConflict
+	}
+	if err != nil {
 		return nil, batchFailure(0, fmt.Errorf("insert entities: %w", err))
 	}
 	if len(inserted) == 0 {
@@ -268,6 +306,29 @@ func (s *Store) insertMany(ctx context.Context, tx pgx.Tx, account, table string
 		results[i] = Result{Timestamp: now, ETag: formatETag(now, x, pk, writes[i].RowKey)}
 	}
 	return results, nil
+}
+
+// firstExisting returns the index of the first write whose entity exists,
+// or -1.
+func (s *Store) firstExisting(ctx context.Context, account, table string, writes []Write) (int, error) {
+	rks := make([]string, len(writes))
+	for i := range writes {
+		rks[i] = writes[i].RowKey
+	}
+	rows, err := s.pool.Query(ctx, sqlExistingKeys, account, tableKey(table), writes[0].PartitionKey, rks)
+	if err != nil {
+		return 0, classify(fmt.Errorf("find existing entities: %w", err))
+	}
+	existing, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return 0, classify(fmt.Errorf("find existing entities: %w", err))
+	}
+	for i := range writes {
+		if slices.Contains(existing, writes[i].RowKey) {
+			return i, nil
+		}
+	}
+	return -1, nil
 }
 
 // IsBatchError returns the failing operation of a batch error.
