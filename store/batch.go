@@ -288,21 +288,14 @@ func (s *Store) insertMany(ctx context.Context, tx pgx.Tx, account, table string
 	if err != nil {
 		return nil, batchFailure(0, fmt.Errorf("insert entities: %w", err))
 	}
+	// A plain INSERT writes every row or fails: no row means that the
+	// statement found no live table.
 	if len(inserted) == 0 {
-		ok, err := s.tableExists(ctx, tx, account, table)
-		if err != nil {
-			return nil, batchFailure(0, err)
-		}
-		if !ok {
-			return nil, &BatchError{Index: 0, Err: ErrTableNotFound}
-		}
+		return nil, &BatchError{Index: 0, Err: ErrTableNotFound}
 	}
 	results := make([]Result, len(writes))
 	for i := range writes {
-		x, ok := inserted[writes[i].RowKey]
-		if !ok {
-			return nil, &BatchError{Index: i, Err: ErrEntityExists}
-		}
+		x := inserted[writes[i].RowKey]
 		results[i] = Result{Timestamp: now, ETag: formatETag(now, x, pk, writes[i].RowKey)}
 	}
 	return results, nil

@@ -195,7 +195,7 @@ func TestGracefulShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	const inFlight = 5
-	results, tx := heldUpdates(t, dsn, svc.NewClient("drain"), inFlight)
+	updates := heldUpdates(t, dsn, svc.NewClient("drain"), inFlight)
 	watch, err := pgx.Connect(ctx, dsn) // outside the transaction, whose view of pg_stat_activity stands still
 	if err != nil {
 		t.Fatal(err)
@@ -206,7 +206,7 @@ func TestGracefulShutdown(t *testing.T) {
 	// own gauge says that every request is in flight.
 	waitFor(t, "updates waiting on the row locks", func() bool {
 		select {
-		case err := <-results:
+		case err := <-updates.results:
 			t.Fatalf("update did not wait: %v", err)
 		default:
 		}
@@ -230,14 +230,7 @@ func TestGracefulShutdown(t *testing.T) {
 		t.Fatalf("run returned before the requests in flight finished: %v", err)
 	default:
 	}
-	if err := tx.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for range inFlight {
-		if err := <-results; err != nil {
-			t.Errorf("request in flight at shutdown: %v", err)
-		}
-	}
+	updates.release(t, "shutdown")
 	select {
 	case err := <-s.done:
 		if err != nil {
@@ -257,12 +250,32 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 }
 
+// held is n updates kept in flight by row locks: results gets each
+// update's outcome once release has ended the locking transaction.
+type held struct {
+	results <-chan error
+	tx      pgx.Tx // its connection closes when the test ends
+	n       int
+}
+
+// release ends the locking transaction and checks that every update
+// succeeded.
+func (h *held) release(t *testing.T, when string) {
+	t.Helper()
+	if err := h.tx.Rollback(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for range h.n {
+		if err := <-h.results; err != nil {
+			t.Errorf("request in flight at %s: %v", when, err)
+		}
+	}
+}
+
 // heldUpdates inserts n entities into client's table, then holds their
 // rows locked in a transaction of its own and starts a replace of each:
-// n requests that stay in flight until the transaction ends. It returns
-// the updates' outcomes and the transaction; its connection closes when
-// the test ends.
-func heldUpdates(t *testing.T, dsn string, client *aztables.Client, n int) (<-chan error, pgx.Tx) {
+// n requests that stay in flight until release.
+func heldUpdates(t *testing.T, dsn string, client *aztables.Client, n int) *held {
 	t.Helper()
 	ctx := context.Background()
 	for i := range n {
@@ -290,7 +303,7 @@ func heldUpdates(t *testing.T, dsn string, client *aztables.Client, n int) (<-ch
 			results <- err
 		}()
 	}
-	return results, tx
+	return &held{results: results, tx: tx, n: n}
 }
 
 // requestsInFlight reads the server's gauge of API requests in flight.
@@ -485,10 +498,10 @@ func TestSIGTERMExitsZero(t *testing.T) {
 	// Updates, signed with prod's second key, wait on row locks the test
 	// holds: requests in flight.
 	const inFlight = 4
-	results, tx := heldUpdates(t, dsn, second.NewClient("drain"), inFlight)
+	updates := heldUpdates(t, dsn, second.NewClient("drain"), inFlight)
 	waitFor(t, "updates in flight", func() bool {
 		select {
-		case err := <-results:
+		case err := <-updates.results:
 			t.Fatalf("update did not wait: %v", err)
 		default:
 		}
@@ -504,14 +517,7 @@ func TestSIGTERMExitsZero(t *testing.T) {
 		t.Fatalf("exited with requests in flight: %v\n%s", err, logs.String())
 	default:
 	}
-	if err := tx.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for range inFlight {
-		if err := <-results; err != nil {
-			t.Errorf("request in flight at SIGTERM: %v", err)
-		}
-	}
+	updates.release(t, "SIGTERM")
 	select {
 	case err := <-exited:
 		if err != nil {
@@ -526,7 +532,7 @@ func TestSIGTERMExitsZero(t *testing.T) {
 	}
 	// The updates were applied: the data outlived the process.
 	var n int
-	if err := tx.Conn().QueryRow(ctx, `SELECT count(*) FROM entities WHERE props->'N'->>1 = '1'`).Scan(&n); err != nil || n != inFlight {
+	if err := updates.tx.Conn().QueryRow(ctx, `SELECT count(*) FROM entities WHERE props->'N'->>1 = '1'`).Scan(&n); err != nil || n != inFlight {
 		t.Errorf("%d updated entities after the exit (%v), want %d", n, err, inFlight)
 	}
 }
