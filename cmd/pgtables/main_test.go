@@ -23,20 +23,21 @@ func TestParseConfig(t *testing.T) {
 	if err != nil || len(rest) != 0 {
 		t.Fatal(err, rest)
 	}
-	if c.listen != "127.0.0.1:10002" || c.dbMaxConns != 20 || c.shutdownGrace != 30*time.Second || c.logLevel != "info" {
+	if c.listen != "127.0.0.1:10002" || c.dbMaxConns != 20 || c.dbCombine != 0 || c.shutdownGrace != 30*time.Second || c.logLevel != "info" {
 		t.Errorf("defaults: %+v", c)
 	}
 	c, _, err = parseConfig("x", []string{"-listen", "127.0.0.1:1"}, env(map[string]string{
-		"PGTABLES_LISTEN": "127.0.0.1:2", "PGTABLES_DB_MAX_CONNS": "7", "PGTABLES_ACCOUNTS": "a",
+		"PGTABLES_LISTEN": "127.0.0.1:2", "PGTABLES_DB_MAX_CONNS": "7", "PGTABLES_ACCOUNTS": "a", "PGTABLES_DB_COMBINE": "3",
 	}), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.listen != "127.0.0.1:1" || c.dbMaxConns != 7 || c.accounts != "a" {
+	if c.listen != "127.0.0.1:1" || c.dbMaxConns != 7 || c.accounts != "a" || c.dbCombine != 3 {
 		t.Errorf("flag over env: %+v", c)
 	}
 	for _, bad := range []map[string]string{
 		{"PGTABLES_DB_MAX_CONNS": "0"},
+		{"PGTABLES_DB_COMBINE": "-1"},
 		{"PGTABLES_SHUTDOWN_GRACE": "soon"},
 		{"PGTABLES_DB_ACQUIRE_TIMEOUT": "-1s"},
 		{"PGTABLES_MAX_CONCURRENT_REQUESTS": "many"},

@@ -82,7 +82,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		return fmt.Errorf("database: %w", err)
 	}
 	defer pool.Close()
-	st := store.New(pool)
+	st := store.NewWithOptions(pool, store.Options{Combine: cfg.dbCombine})
 
 	var domains []string
 	for _, d := range strings.Split(cfg.serviceDomains, ",") {
