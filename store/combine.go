@@ -116,28 +116,39 @@ func (c *combiner) submit(ctx context.Context, op *combined) error {
 }
 
 // run sends batch, which serves several requests: one of them giving up
-// must not cancel it. Then it hands its slot on.
+// must not cancel it. Then it sends what queued meanwhile, for as long as
+// something did: under load one goroutine carries the round trips, rather
+// than a new one (growing a new stack through pgx) for each.
 func (c *combiner) run(ctx context.Context, batch []*combined) {
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), combineTimeout)
-	c.send(sctx, batch)
-	cancel()
-	c.next(ctx)
+	for batch != nil {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), combineTimeout)
+		c.send(sctx, batch)
+		cancel()
+		batch = c.take()
+	}
 }
 
-// next hands a finished round trip's slot to the statements that queued
-// meanwhile, or frees it.
+// next hands a lone statement's finished round trip on to the statements
+// that queued meanwhile, or frees its slot.
 func (c *combiner) next(ctx context.Context) {
+	if batch := c.take(); batch != nil {
+		go c.run(ctx, batch)
+	}
+}
+
+// take returns the statements that queued while a round trip was in
+// flight, for the next one in the same slot; with none, it frees the slot.
+func (c *combiner) take() []*combined {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.progress = time.Now()
 	batch := c.pending
 	c.pending = nil
 	if len(batch) == 0 {
 		c.inflight--
-		c.mu.Unlock()
-		return
+		return nil
 	}
-	c.mu.Unlock()
-	go c.run(ctx, batch)
+	return batch
 }
 
 func (c *combiner) send(ctx context.Context, batch []*combined) {
