@@ -7,10 +7,13 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
+	"hash"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -21,6 +24,7 @@ type tableClient struct {
 	endpoint string // e.g. http://127.0.0.1:10002/devstoreaccount1
 	account  string
 	key      []byte
+	macs     sync.Pool // HMAC-SHA256 under key, for signing
 	conns    *connPool
 	pathBase string // the endpoint's path, signed as part of every resource
 }
@@ -50,8 +54,25 @@ func newTableClient(endpoint, account, key string) (*tableClient, error) {
 // response is a whole response.
 type response struct {
 	status int
-	header http.Header
+	header header
 	body   []byte
+}
+
+// header is a response's header block as received, one field per line.
+// A caller asks for one or two of its dozen fields, so scanning them costs
+// less than building a map.
+type header []byte
+
+// Get returns the value of the first field named name, in any case.
+func (h header) Get(name string) string {
+	for rest := []byte(h); len(rest) > 0; {
+		var line []byte
+		line, rest, _ = bytes.Cut(rest, []byte("\n"))
+		if k, v, ok := bytes.Cut(line, []byte(":")); ok && strings.EqualFold(string(k), name) {
+			return string(bytes.TrimSpace(v))
+		}
+	}
+	return ""
 }
 
 // do sends one request. path is relative to the endpoint, already escaped
@@ -62,15 +83,24 @@ func (c *tableClient) do(ctx context.Context, method, path, query string, header
 		target += "?" + query
 	}
 	date := time.Now().UTC().Format(http.TimeFormat)
-	mac := hmac.New(sha256.New, c.key)
-	mac.Write([]byte(date + "\n/" + c.account + c.pathBase + path))
+	mac, _ := c.macs.Get().(hash.Hash)
+	if mac == nil {
+		mac = hmac.New(sha256.New, c.key)
+	}
+	mac.Reset()
+	for _, s := range [...]string{date, "\n/", c.account, c.pathBase, path} {
+		io.WriteString(mac, s)
+	}
+	var sum [sha256.Size]byte
+	sig := base64.StdEncoding.EncodeToString(mac.Sum(sum[:0]))
+	c.macs.Put(mac)
 	h := make([][2]string, 0, 8+len(header))
 	h = append(h,
 		[2]string{"x-ms-date", date},
 		[2]string{"x-ms-version", "2019-02-02"},
 		[2]string{"DataServiceVersion", "3.0"},
 		[2]string{"Accept", "application/json;odata=minimalmetadata"},
-		[2]string{"Authorization", "SharedKeyLite " + c.account + ":" + base64.StdEncoding.EncodeToString(mac.Sum(nil))},
+		[2]string{"Authorization", "SharedKeyLite " + c.account + ":" + sig},
 	)
 	if body != nil && header["Content-Type"] == "" {
 		h = append(h, [2]string{"Content-Type", "application/json"})

@@ -144,6 +144,10 @@ func (c *httpConn) exchange(p *connPool, method, target string, header [][2]stri
 
 var errMalformed = errors.New("malformed HTTP response")
 
+// maxBody bounds a response body: no answer of the Table service comes
+// near it, and a broken one must not make the tool allocate without end.
+const maxBody = 256 << 20
+
 func (c *httpConn) readResponse(method string) (*response, bool, error) {
 	line, err := c.r.ReadSlice('\n')
 	if err != nil {
@@ -156,14 +160,15 @@ func (c *httpConn) readResponse(method string) (*response, bool, error) {
 	if err != nil {
 		return nil, false, errMalformed
 	}
-	resp := &response{status: status, header: http.Header{}}
+	resp := &response{status: status}
 	length, chunked, keep := -1, false, line[7] == '1'
+	var head []byte
 	for {
 		line, err := c.r.ReadSlice('\n')
 		if err != nil {
 			return nil, false, err
 		}
-		line = bytes.TrimRight(line, "\r\n")
+		line = trimEOL(line)
 		if len(line) == 0 {
 			break
 		}
@@ -171,23 +176,24 @@ func (c *httpConn) readResponse(method string) (*response, bool, error) {
 		if !ok {
 			return nil, false, errMalformed
 		}
-		k, v := http.CanonicalHeaderKey(string(name)), string(bytes.TrimSpace(value))
-		resp.header[k] = append(resp.header[k], v)
-		switch k {
-		case "Content-Length":
-			if length, err = strconv.Atoi(v); err != nil {
+		value = bytes.TrimSpace(value)
+		switch {
+		case bytes.EqualFold(name, []byte("Content-Length")):
+			if length, err = strconv.Atoi(string(value)); err != nil || length < 0 || length > maxBody {
 				return nil, false, errMalformed
 			}
-		case "Transfer-Encoding":
-			chunked = strings.EqualFold(v, "chunked")
-		case "Connection":
-			if strings.EqualFold(v, "close") {
+		case bytes.EqualFold(name, []byte("Transfer-Encoding")):
+			chunked = bytes.EqualFold(value, []byte("chunked"))
+		case bytes.EqualFold(name, []byte("Connection")):
+			if bytes.EqualFold(value, []byte("close")) {
 				keep = false
-			} else if strings.EqualFold(v, "keep-alive") {
+			} else if bytes.EqualFold(value, []byte("keep-alive")) {
 				keep = true
 			}
 		}
+		head = append(append(head, line...), '\n')
 	}
+	resp.header = header(head)
 	c.buf = c.buf[:0]
 	switch {
 	case method == http.MethodHead || status == http.StatusNoContent || status == http.StatusNotModified || status < 200:
@@ -216,6 +222,14 @@ func (c *httpConn) readResponse(method string) (*response, bool, error) {
 	return resp, keep, nil
 }
 
+// trimEOL drops a line's CRLF (or bare LF).
+func trimEOL(line []byte) []byte {
+	for len(line) > 0 && (line[len(line)-1] == '\n' || line[len(line)-1] == '\r') {
+		line = line[:len(line)-1]
+	}
+	return line
+}
+
 func (c *httpConn) readChunked() error {
 	for {
 		line, err := c.r.ReadSlice('\n')
@@ -223,7 +237,7 @@ func (c *httpConn) readChunked() error {
 			return err
 		}
 		size, err := strconv.ParseInt(strings.TrimSpace(strings.SplitN(string(line), ";", 2)[0]), 16, 64)
-		if err != nil || size < 0 {
+		if err != nil || size < 0 || int64(len(c.buf))+size > maxBody {
 			return errMalformed
 		}
 		if size == 0 {
@@ -232,7 +246,7 @@ func (c *httpConn) readChunked() error {
 				if err != nil {
 					return err
 				}
-				if len(bytes.TrimRight(l, "\r\n")) == 0 {
+				if len(trimEOL(l)) == 0 {
 					return nil
 				}
 			}
