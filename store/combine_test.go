@@ -91,7 +91,9 @@ func TestCombinerStallDoesNotBlock(t *testing.T) {
 		_, err := c.exec(ctx, "a", "UPDATE locked SET k = 1 WHERE k = 1", nil)
 		stuck <- err
 	}()
-	time.Sleep(2 * combineStall) // the one slot is now held by the stuck update
+	// The one slot is now held by the stuck update, for longer than the
+	// stall allowance.
+	time.Sleep(max(2*combineStall, 50*time.Millisecond))
 	var v int
 	qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
