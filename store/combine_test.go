@@ -69,42 +69,66 @@ func TestCombinerFailureRerunsAlone(t *testing.T) {
 }
 
 // A round trip stuck on a row lock does not hold up other statements for
-// longer than the stall allowance.
-func TestCombinerStallDoesNotBlock(t *testing.T) {
+// longer than the stall allowance. While recent round trips have been
+// slow, the allowance is twice their time: a statement then waits for the
+// slot rather than opening a round trip that would split the commits.
+func TestCombinerStallAllowance(t *testing.T) {
 	t.Parallel()
-	s := newStore(t)
-	ctx := context.Background()
-	if _, err := s.pool.Exec(ctx, "CREATE TABLE locked (k int PRIMARY KEY); INSERT INTO locked VALUES (1)"); err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name    string
+		rtt     time.Duration // recent round trips
+		through bool          // the statement behind the stuck one runs
+	}{
+		{name: "stall", rtt: 0, through: true},
+		{name: "slow round trips", rtt: time.Minute, through: false},
 	}
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck
-	if _, err := tx.Exec(ctx, "SELECT 1 FROM locked WHERE k = 1 FOR UPDATE"); err != nil {
-		t.Fatal(err)
-	}
-	c := newCombiner(s, 1, 4)
-	stuck := make(chan error, 1)
-	go func() {
-		_, err := c.exec(ctx, "a", "UPDATE locked SET k = 1 WHERE k = 1", nil)
-		stuck <- err
-	}()
-	// The one slot is now held by the stuck update, for longer than the
-	// stall allowance.
-	time.Sleep(max(2*combineStall, 50*time.Millisecond))
-	var v int
-	qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := c.queryRow(qctx, "b", "SELECT 7", nil, &v); err != nil || v != 7 {
-		t.Fatalf("a statement behind a stuck round trip: %d, %v", v, err)
-	}
-	tx.Rollback(ctx) //nolint:errcheck
-	if err := <-stuck; err != nil {
-		t.Fatalf("the stuck update: %v", err)
-	}
-	if err := tx.Rollback(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
-		t.Fatal(err)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := newStore(t)
+			ctx := context.Background()
+			if _, err := s.pool.Exec(ctx, "CREATE TABLE locked (k int PRIMARY KEY); INSERT INTO locked VALUES (1)"); err != nil {
+				t.Fatal(err)
+			}
+			tx, err := s.pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(ctx) //nolint:errcheck
+			if _, err := tx.Exec(ctx, "SELECT 1 FROM locked WHERE k = 1 FOR UPDATE"); err != nil {
+				t.Fatal(err)
+			}
+			c := newCombiner(s, 1, 4)
+			c.rtt = tt.rtt
+			stuck := make(chan error, 1)
+			go func() {
+				_, err := c.exec(ctx, "a", "UPDATE locked SET k = 1 WHERE k = 1", nil)
+				stuck <- err
+			}()
+			// The one slot is now held by the stuck update, for longer than
+			// the stall allowance.
+			time.Sleep(max(2*combineStall, 50*time.Millisecond))
+			var v int
+			wait := 10 * time.Second
+			if !tt.through {
+				wait = 300 * time.Millisecond
+			}
+			qctx, cancel := context.WithTimeout(ctx, wait)
+			defer cancel()
+			err = c.queryRow(qctx, "b", "SELECT 7", nil, &v)
+			switch {
+			case tt.through && (err != nil || v != 7):
+				t.Fatalf("a statement behind a stuck round trip: %d, %v", v, err)
+			case !tt.through && !errors.Is(err, context.DeadlineExceeded):
+				t.Fatalf("a statement behind a slow round trip got a round trip of its own: %d, %v", v, err)
+			}
+			tx.Rollback(ctx) //nolint:errcheck
+			if err := <-stuck; err != nil {
+				t.Fatalf("the stuck update: %v", err)
+			}
+			if err := tx.Rollback(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
+				t.Fatal(err)
+			}
+		})
 	}
 }
