@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -54,10 +55,21 @@ type combined struct {
 	sql  string
 	args []any
 	scan []any // QueryRow's destinations; nil: Exec
-	tag  pgconn.CommandTag
-	err  error
-	done chan struct{}
+	// group names the statements that one statement built by merge can
+	// answer together; empty: none.
+	group string
+	merge merger
+	tag   pgconn.CommandTag
+	err   error
+	done  chan struct{}
 }
+
+// A merger builds one statement that answers several QueryRow statements
+// of a group, so the database parses, binds and runs one statement, not
+// one per request. Each of its rows starts with the 1-based position of
+// the statement it answers, followed by that statement's columns; a
+// statement that gets no row gets pgx.ErrNoRows, as from QueryRow.
+type merger func(ops []*combined) (sql string, args []any)
 
 const (
 	// combineTimeout bounds a shared round trip, which outlives the
@@ -173,20 +185,31 @@ func (c *combiner) send(ctx context.Context, batch []*combined) {
 		return
 	}
 	slices.SortStableFunc(batch, func(a, b *combined) int { return cmp.Compare(a.key, b.key) })
+	units := groupStatements(batch)
 	b := &pgx.Batch{}
-	for _, op := range batch {
-		b.Queue(op.sql, op.args...)
+	for _, u := range units {
+		if len(u) > 1 {
+			sql, args := u[0].merge(u)
+			b.Queue(sql, args...)
+		} else {
+			b.Queue(u[0].sql, u[0].args...)
+		}
 	}
 	br := c.pool.SendBatch(ctx, b)
 	var failed error
-	for _, op := range batch {
-		if op.scan != nil {
+	for _, u := range units {
+		switch op := u[0]; {
+		case len(u) > 1:
+			answerMerged(br, u)
+		case op.scan != nil:
 			op.err = br.QueryRow().Scan(op.scan...)
-		} else {
+		default:
 			op.tag, op.err = br.Exec()
 		}
-		if op.err != nil && !errors.Is(op.err, pgx.ErrNoRows) && failed == nil {
-			failed = op.err
+		for _, op := range u {
+			if op.err != nil && !errors.Is(op.err, pgx.ErrNoRows) && failed == nil {
+				failed = op.err
+			}
 		}
 	}
 	if err := br.Close(); err != nil && failed == nil {
@@ -212,4 +235,63 @@ func (c *combiner) sendAlone(ctx context.Context, op *combined) {
 	} else {
 		op.tag, op.err = c.alone.Exec(ctx, op.sql, op.args...)
 	}
+}
+
+// groupStatements splits a sorted batch into the statements to send: a
+// group's statements (see combined.group) together, in the place of its
+// first, every other statement alone.
+func groupStatements(batch []*combined) [][]*combined {
+	units := make([][]*combined, 0, len(batch))
+next:
+	for _, op := range batch {
+		if op.group != "" && op.merge != nil {
+			for i, u := range units {
+				if u[0].group == op.group {
+					units[i] = append(u, op)
+					continue next
+				}
+			}
+		}
+		units = append(units, []*combined{op})
+	}
+	return units
+}
+
+// answerMerged reads the rows of a merged statement (see merger) into the
+// statements of its group.
+func answerMerged(br pgx.BatchResults, ops []*combined) {
+	for _, op := range ops {
+		op.err = pgx.ErrNoRows
+	}
+	rows, err := br.Query()
+	if err == nil {
+		err = routeRows(rows, ops)
+	}
+	if err != nil {
+		for _, op := range ops {
+			op.err = err
+		}
+	}
+}
+
+func routeRows(rows pgx.Rows, ops []*combined) error {
+	defer rows.Close()
+	var dest []any
+	var pos int64
+	for rows.Next() {
+		fd := rows.FieldDescriptions()
+		if len(fd) == 0 {
+			return errors.New("merged statement: no columns")
+		}
+		if err := rows.Conn().TypeMap().Scan(fd[0].DataTypeOID, fd[0].Format, rows.RawValues()[0], &pos); err != nil {
+			return fmt.Errorf("merged statement: position: %w", err)
+		}
+		if pos < 1 || pos > int64(len(ops)) || !errors.Is(ops[pos-1].err, pgx.ErrNoRows) {
+			return fmt.Errorf("merged statement: row for position %d of %d", pos, len(ops))
+		}
+		op := ops[pos-1]
+		dest = append(append(dest[:0], &pos), op.scan...)
+		op.err = rows.Scan(dest...)
+	}
+	return rows.Err()
 }

@@ -132,3 +132,156 @@ func TestCombinerStallAllowance(t *testing.T) {
 		})
 	}
 }
+
+// Statements of one group share one statement built by their merger; each
+// gets its own row, pgx.ErrNoRows without one, and the statements outside
+// the group are unaffected. When the merged statement fails, or answers
+// for a statement it was not given, every statement runs again alone.
+func TestCombinerMerges(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	times10 := func(ops []*combined) (string, []any) {
+		vs := make([]int32, len(ops))
+		for i, op := range ops {
+			vs[i] = op.args[0].(int32)
+		}
+		return "SELECT k.i, k.v * 10 FROM unnest($1::int[]) WITH ORDINALITY AS k(v, i) WHERE k.v <> 0", []any{vs}
+	}
+	// A broken merger's statements run again alone; alone, the statement
+	// for 0 gets no row either.
+	tests := []struct {
+		name  string
+		merge merger
+	}{
+		{name: "merged", merge: times10},
+		{name: "fails", merge: func(ops []*combined) (string, []any) {
+			return "SELECT k.i, 1 / 0 FROM unnest($1::int[]) WITH ORDINALITY AS k(v, i)", []any{[]int32{1}}
+		}},
+		{name: "answers a stranger", merge: func(ops []*combined) (string, []any) {
+			return "SELECT 99::bigint, 1", nil
+		}},
+		{name: "answers twice", merge: func(ops []*combined) (string, []any) {
+			return "SELECT 1::bigint, 1 FROM generate_series(1, 2)", nil
+		}},
+	}
+	want := []int32{10, 20, 0, 30, 50, 70} // 0: pgx.ErrNoRows
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := newCombiner(s, 1, 1)
+			var batch []*combined
+			got := make([]int32, 6)
+			for i, g := range []struct {
+				group string
+				v     int32
+			}{{"g", 1}, {"g", 2}, {"g", 0}, {"g", 3}, {"h", 5}, {"", 7}} {
+				batch = append(batch, &combined{
+					sql: "SELECT $1::int * 10 WHERE $1::int <> 0", args: []any{g.v}, scan: []any{&got[i]},
+					group: g.group, merge: tt.merge, done: make(chan struct{}),
+				})
+			}
+			c.send(ctx, batch)
+			for i, op := range batch {
+				switch {
+				case want[i] == 0 && !errors.Is(op.err, pgx.ErrNoRows):
+					t.Errorf("statement %d: %v, want no rows", i, op.err)
+				case want[i] != 0 && (op.err != nil || got[i] != want[i]):
+					t.Errorf("statement %d: %d, %v; want %d", i, got[i], op.err, want[i])
+				}
+			}
+		})
+	}
+}
+
+// The point reads of a round trip become one statement per table, and each
+// read gets its own outcome: the entity, no entity, or no table.
+func TestPointReadsMerged(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	for _, table := range []string{"t1", "t2"} {
+		if err := s.CreateTable(ctx, acct, table); err != nil {
+			t.Fatal(err)
+		}
+		for _, rk := range []string{"a", "b"} {
+			if _, err := s.Write(ctx, acct, table, &Write{Op: OpInsert, PartitionKey: "p", RowKey: rk, Properties: props("T", table+rk)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	tests := []struct {
+		table, rk string
+		want      error
+	}{
+		{"t1", "a", nil}, {"t1", "missing", ErrEntityNotFound}, {"T2", "b", nil}, {"nope", "a", ErrTableNotFound},
+		{"t1", "b", nil}, {"t2", "a", nil}, {"nope", "b", ErrTableNotFound}, {"t2", "missing", ErrEntityNotFound},
+	}
+	var reads []*pointRead
+	var batch []*combined
+	for _, tt := range tests {
+		r := newPointRead(acct, tableKey(tt.table), "p", tt.rk)
+		reads = append(reads, r)
+		batch = append(batch, &r.op)
+	}
+	if units := groupStatements(batch); len(units) != 3 {
+		t.Fatalf("%d statements for 3 tables", len(units))
+	}
+	s.reads.send(ctx, batch)
+	for i, tt := range tests {
+		e, err := reads[i].entity(reads[i].op.err)
+		if !errors.Is(err, tt.want) {
+			t.Errorf("%s/%s: %v, want %v", tt.table, tt.rk, err, tt.want)
+			continue
+		}
+		if err != nil {
+			continue
+		}
+		if err := e.DecodeProperties(); err != nil || e.RowKey != tt.rk || len(e.Properties) != 1 || e.Properties[0].Value.Str != tableKey(tt.table)+tt.rk {
+			t.Errorf("%s/%s: %+v, %v", tt.table, tt.rk, e, err)
+		}
+	}
+}
+
+// The merged point read keeps one generic plan: a custom plan for each
+// call would cost more than the statements it replaces.
+func TestPointReadsMergedGenericPlan(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	if err := s.CreateTable(ctx, acct, "t1"); err != nil {
+		t.Fatal(err)
+	}
+	// With statistics of a populated table, the array length decides the
+	// custom plans' estimates.
+	if _, err := s.pool.Exec(ctx, `
+INSERT INTO entities (table_id, pk, rk, ts, size, props)
+SELECT id, 'p' || g / 1000, 'r' || g, 1, 2, '{}' FROM tables, generate_series(1, 10000) g;
+ANALYZE entities, tables`); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	for i := 0; i < 12; i++ {
+		var ops []*combined
+		for j := 0; j <= i%4; j++ {
+			ops = append(ops, &newPointRead(acct, "t1", "p", fmt.Sprint(j)).op)
+		}
+		sql, args := mergeGets(ops)
+		rows, _ := conn.Query(ctx, sql, args...)
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var generic, custom int64
+	if err := conn.QueryRow(ctx, "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1", sqlGetMany).Scan(&generic, &custom); err != nil {
+		t.Fatal(err)
+	}
+	if generic < 6 {
+		t.Errorf("%d generic and %d custom plans in 12 calls", generic, custom)
+	}
+}

@@ -67,6 +67,17 @@ SELECT t.id, e.ts, e.xmin, e.props FROM tables t
 LEFT JOIN entities e ON e.table_id = t.id AND e.pk = $3 AND e.rk = $4
 WHERE t.account = $1 AND t.lname = $2 AND t.deleted_at IS NULL`
 
+	// sqlGetMany is sqlGet for many keys of one table, position first.
+	// The arrays sit in scalar subqueries, which hide their length from the
+	// planner: every call then gets the same estimates and PostgreSQL keeps
+	// one generic plan, where a visible length would make it plan each
+	// call anew.
+	sqlGetMany = `
+SELECT k.i, t.id, e.ts, e.xmin, e.props FROM tables t
+CROSS JOIN unnest((SELECT $3::text[]), (SELECT $4::text[])) WITH ORDINALITY AS k(pk, rk, i)
+LEFT JOIN entities e ON e.table_id = t.id AND e.pk = k.pk AND e.rk = k.rk
+WHERE t.account = $1 AND t.lname = $2 AND t.deleted_at IS NULL`
+
 	sqlLockEntity = `
 SELECT ts, xmin, props FROM entities WHERE table_id = $1 AND pk = $2 AND rk = $3 FOR UPDATE`
 
@@ -364,24 +375,47 @@ func writeKey(account, lt string, w *Write) string {
 
 // GetEntity reads one entity.
 func (s *Store) GetEntity(ctx context.Context, account, table, pk, rk string) (*odata.Entity, error) {
+	r := newPointRead(account, tableKey(table), pk, rk)
+	return r.entity(s.reads.submit(ctx, &r.op))
+}
+
+// A pointRead is GetEntity's statement with its destinations, in one
+// allocation.
+type pointRead struct {
+	op      combined
+	dest    [4]any
+	tableID int64
 	// Value types, not pointers, for the nullable columns of the outer
 	// join: pgx scans pointers through reflection, allocating each time.
-	var tableID int64
-	var ts pgtype.Int8
-	var xmin pgtype.Uint32
-	var props []byte
-	err := s.reads.queryRow(ctx, "", sqlGet, []any{account, tableKey(table), pk, rk}, &tableID, &ts, &xmin, &props)
+	ts    pgtype.Int8
+	xmin  pgtype.Uint32
+	props []byte
+}
+
+func newPointRead(account, lt, pk, rk string) *pointRead {
+	r := &pointRead{}
+	r.dest = [4]any{&r.tableID, &r.ts, &r.xmin, &r.props}
+	r.op = combined{
+		sql: sqlGet, args: []any{account, lt, pk, rk}, scan: r.dest[:],
+		group: account + "\x00" + lt, merge: mergeGets, done: make(chan struct{}),
+	}
+	return r
+}
+
+// entity is the read's outcome, given its statement's error.
+func (r *pointRead) entity(err error) (*odata.Entity, error) {
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil, ErrTableNotFound
 	case err != nil:
 		return nil, classify(fmt.Errorf("get entity: %w", err))
-	case !ts.Valid:
+	case !r.ts.Valid:
 		return nil, ErrEntityNotFound
 	}
+	pk, rk := r.op.args[2].(string), r.op.args[3].(string)
 	// The properties stay in their stored form: the encoder writes them
 	// from it (see odata.Entity).
-	return &odata.Entity{PartitionKey: pk, RowKey: rk, Timestamp: ts.Int64, ETag: formatETag(ts.Int64, xmin.Uint32, pk, rk), Stored: props}, nil
+	return &odata.Entity{PartitionKey: pk, RowKey: rk, Timestamp: r.ts.Int64, ETag: formatETag(r.ts.Int64, r.xmin.Uint32, pk, rk), Stored: r.props}, nil
 }
 
 // inTx runs fn in q if q already is a transaction, else in a new
@@ -393,4 +427,14 @@ func inTx(ctx context.Context, pool interface {
 		return fn(tx)
 	}
 	return pgx.BeginFunc(ctx, pool, fn)
+}
+
+// mergeGets answers the point reads of one table that share a round trip
+// with one statement (see merger): sqlGet's arguments, keys as arrays.
+func mergeGets(ops []*combined) (string, []any) {
+	pks, rks := make([]string, len(ops)), make([]string, len(ops))
+	for i, op := range ops {
+		pks[i], rks[i] = op.args[2].(string), op.args[3].(string)
+	}
+	return sqlGetMany, []any{ops[0].args[0], ops[0].args[1], pks, rks}
 }
