@@ -247,19 +247,10 @@ func TestPointReadsMerged(t *testing.T) {
 // call would cost more than the statements it replaces.
 func TestPointReadsMergedGenericPlan(t *testing.T) {
 	t.Parallel()
-	s := newStore(t)
-	ctx := context.Background()
-	if err := s.CreateTable(ctx, acct, "t1"); err != nil {
-		t.Fatal(err)
-	}
 	// With statistics of a populated table, the array length decides the
 	// custom plans' estimates.
-	if _, err := s.pool.Exec(ctx, `
-INSERT INTO entities (table_id, pk, rk, ts, size, props)
-SELECT id, 'p' || g / 1000, 'r' || g, 1, 2, '{}' FROM tables, generate_series(1, 10000) g;
-ANALYZE entities, tables`); err != nil {
-		t.Fatal(err)
-	}
+	s := populatedStore(t)
+	ctx := context.Background()
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -284,4 +275,51 @@ ANALYZE entities, tables`); err != nil {
 	if generic < 6 {
 		t.Errorf("%d generic and %d custom plans in 12 calls", generic, custom)
 	}
+}
+
+// BenchmarkPointReads times one round trip of six point reads of a table,
+// sent as six pipelined statements and as one merged statement.
+func BenchmarkPointReads(b *testing.B) {
+	s := populatedStore(b)
+	ctx := context.Background()
+	for _, merged := range []bool{false, true} {
+		b.Run(fmt.Sprintf("merged=%t", merged), func(b *testing.B) {
+			c := newCombiner(s, 1, 1)
+			batch := make([]*combined, 6)
+			for i := 0; b.Loop(); i++ {
+				for j := range batch {
+					g := (i*len(batch) + j) * 7919 % 10000
+					r := newPointRead(acct, "t1", fmt.Sprint("p", g/1000), fmt.Sprint("r", g))
+					if !merged {
+						r.op.merge = nil
+					}
+					batch[j] = &r.op
+				}
+				c.send(ctx, batch)
+				for _, op := range batch {
+					if op.err != nil {
+						b.Fatal(op.err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// populatedStore returns a store with table t1 of 10,000 entities (keys
+// p<g/1000>, r<g>), analyzed.
+func populatedStore(tb testing.TB) *Store {
+	tb.Helper()
+	s := newStore(tb)
+	ctx := context.Background()
+	if err := s.CreateTable(ctx, acct, "t1"); err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, `
+INSERT INTO entities (table_id, pk, rk, ts, size, props)
+SELECT id, 'p' || g / 1000, 'r' || g, 1, 2, '{"A": "0123456789"}' FROM tables, generate_series(0, 9999) g;
+ANALYZE entities, tables`); err != nil {
+		tb.Fatal(err)
+	}
+	return s
 }

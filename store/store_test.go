@@ -20,7 +20,7 @@ import (
 
 const acct = "acct"
 
-func newStore(t *testing.T) *Store {
+func newStore(t testing.TB) *Store {
 	t.Helper()
 	dsn := testdb.New(t)
 	ctx := context.Background()
