@@ -27,7 +27,15 @@ type httpConn struct {
 	r   *bufio.Reader
 	w   *bufio.Writer
 	buf []byte // the response body being read
+	// idle is when the connection was last returned to the pool.
+	idle time.Time
 }
+
+// maxIdle is how long a pooled connection may sit unused before it is
+// dropped rather than reused: well inside servers' idle timeouts (pgtables'
+// default is 2 minutes), which otherwise close it just as a request is
+// written on it, as after the setup of a large preload.
+const maxIdle = 30 * time.Second
 
 // connPool hands out connections to one host.
 type connPool struct {
@@ -66,11 +74,14 @@ func newConnPool(scheme, host string) (*connPool, error) {
 
 func (p *connPool) get(ctx context.Context) (*httpConn, error) {
 	p.mu.Lock()
-	if n := len(p.free); n > 0 {
+	for n := len(p.free); n > 0; n-- {
 		c := p.free[n-1]
 		p.free = p.free[:n-1]
-		p.mu.Unlock()
-		return c, nil
+		if time.Since(c.idle) <= maxIdle {
+			p.mu.Unlock()
+			return c, nil
+		}
+		c.c.Close()
 	}
 	p.mu.Unlock()
 	c, err := p.dialer.DialContext(ctx, "tcp", p.addr)
@@ -89,6 +100,7 @@ func (p *connPool) get(ctx context.Context) (*httpConn, error) {
 }
 
 func (p *connPool) put(c *httpConn) {
+	c.idle = time.Now()
 	p.mu.Lock()
 	p.free = append(p.free, c)
 	p.mu.Unlock()

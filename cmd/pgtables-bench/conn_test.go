@@ -2,8 +2,11 @@ package main
 
 import (
 	"bufio"
+	"context"
+	"net"
 	"strings"
 	"testing"
+	"time"
 )
 
 func readRaw(raw, method string) (*response, bool, error) {
@@ -96,4 +99,51 @@ func FuzzReadResponse(f *testing.F) {
 			t.Fatal("no response and no error")
 		}
 	})
+}
+
+// A pooled connection is reused while fresh, and dropped once it has sat
+// idle for longer than maxIdle, before the server's idle timeout can close
+// it under a request.
+func TestConnPoolDropsIdle(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	p, err := newConnPool("http", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	first, err := p.get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.put(first)
+	if again, err := p.get(ctx); err != nil || again != first {
+		t.Fatalf("a fresh connection was not reused: %v", err)
+	}
+	p.put(first)
+	first.idle = time.Now().Add(-maxIdle - time.Second)
+	next, err := p.get(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.c.Close()
+	if next == first {
+		t.Fatal("a connection idle for longer than maxIdle was reused")
+	}
+	if _, err := first.c.Write([]byte("x")); err == nil {
+		t.Error("the stale connection was not closed")
+	}
 }
