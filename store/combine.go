@@ -239,11 +239,13 @@ func (c *combiner) sendAlone(ctx context.Context, op *combined) {
 
 // groupStatements splits a sorted batch into the statements to send: a
 // group's statements (see combined.group) together, in the place of its
-// first, every other statement alone.
+// first, every other statement alone. A statement alone is a view of
+// batch, capped so that a group growing from it copies: batches of writes,
+// which have no groups, allocate nothing per statement.
 func groupStatements(batch []*combined) [][]*combined {
 	units := make([][]*combined, 0, len(batch))
 next:
-	for _, op := range batch {
+	for j, op := range batch {
 		if op.group != "" && op.merge != nil {
 			for i, u := range units {
 				if u[0].group == op.group {
@@ -252,7 +254,7 @@ next:
 				}
 			}
 		}
-		units = append(units, []*combined{op})
+		units = append(units, batch[j:j+1:j+1])
 	}
 	return units
 }
