@@ -166,3 +166,13 @@ func TestAllocations(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkCheckEntity(b *testing.B) {
+	e := benchEntity(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := CheckEntity(e.PartitionKey, e.RowKey, e.Properties); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

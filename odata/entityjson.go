@@ -462,7 +462,7 @@ func convertMember(ms []member, m *member) (Value, error) {
 	if m.kind == kindString {
 		switch t {
 		case EdmString:
-			if utf16Len(m.val) > maxStringLen {
+			if utf16Over(m.val, maxStringLen) {
 				return Value{}, errValueTooLarge(m)
 			}
 		case EdmBinary:

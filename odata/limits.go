@@ -21,7 +21,7 @@ const (
 
 // ValidateKey checks a PartitionKey or RowKey value; name is "PartitionKey" or "RowKey".
 func ValidateKey(name, value string) error {
-	bad := utf16Len(value) > maxKeyLen || !utf8.ValidString(value)
+	bad := utf16Over(value, maxKeyLen) || !utf8.ValidString(value)
 	for i := 0; i < len(value) && !bad; i++ {
 		switch c := value[i]; {
 		case c < 0x20, c == 0x7F, c == '/', c == '\\', c == '#', c == '?':
@@ -119,7 +119,7 @@ func ValidateTableName(name string) error {
 // then form. The form is that of a C# identifier, which is what the service
 // demands (names also travel as XML element names and in $select/$filter).
 func checkPropertyName(name []byte) error {
-	if utf16Len(name) > maxNameLen {
+	if utf16Over(name, maxNameLen) {
 		return Detailf(ErrPropertyNameTooLong, "The property name exceeds the maximum allowed length (255).")
 	}
 	if !validPropertyName(name) {

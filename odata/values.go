@@ -86,15 +86,40 @@ func DoubleSpecial(f float64) (string, bool) {
 func UTF16Len(s string) int { return utf16Len(s) }
 
 func utf16Len[T string | []byte](s T) int {
-	n := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c < 0x80 || c >= 0xC0 && c < 0xF0:
-			n++ // ASCII, or the lead byte of a 2- or 3-byte sequence
-		case c >= 0xF0:
-			n += 2 // lead byte of a 4-byte sequence: a surrogate pair
+	n, i := 0, 0
+	// Keys and values are mostly ASCII, one unit per byte: take them 8
+	// bytes at a time and count byte by byte only where a word has a high bit.
+	for ; i+8 <= len(s); i += 8 {
+		w := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		if w&msb == 0 {
+			n += 8
+			continue
+		}
+		for j := i; j < i+8; j++ {
+			n += utf16Units(s[j])
 		}
 	}
+	for ; i < len(s); i++ {
+		n += utf16Units(s[i])
+	}
 	return n
+}
+
+// utf16Units is what byte c of valid UTF-8 adds to the UTF-16 length: the
+// lead byte of a character counts its units, continuation bytes nothing.
+func utf16Units(c byte) int {
+	switch {
+	case c < 0x80 || c >= 0xC0 && c < 0xF0:
+		return 1 // ASCII, or the lead byte of a 2- or 3-byte sequence
+	case c >= 0xF0:
+		return 2 // lead byte of a 4-byte sequence: a surrogate pair
+	}
+	return 0
+}
+
+// utf16Over reports whether s is longer than limit UTF-16 units. A string
+// never has more units than bytes, so most need no counting at all.
+func utf16Over[T string | []byte](s T, limit int) bool {
+	return len(s) > limit && utf16Len(s) > limit
 }
