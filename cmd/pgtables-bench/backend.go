@@ -21,6 +21,9 @@ type backend interface {
 	// data set; it runs outside the timed window.
 	prepare(ctx context.Context, data dataSet, preload bool) error
 	cleanup(ctx context.Context) error
+	// sibling returns a backend of the same kind on the same connections,
+	// for a second data set in the same scenario.
+	sibling() backend
 	insert(ctx context.Context, w *worker) error
 	upsert(ctx context.Context, w *worker) error
 	pointRead(ctx context.Context, w *worker) error
@@ -65,9 +68,16 @@ type httpBackend struct {
 	table string
 	// used are the tables of finished scenarios, deleted at the end of the
 	// run: deleting one at once would start the server purging its rows in
-	// the background while the next scenarios are measured.
-	used []string
+	// the background while the next scenarios are measured. Siblings share
+	// the list.
+	used *[]string
 }
+
+func newHTTPBackend(c *tableClient) *httpBackend {
+	return &httpBackend{c: c, used: new([]string)}
+}
+
+func (b *httpBackend) sibling() backend { return &httpBackend{c: b.c, used: b.used} }
 
 func (b *httpBackend) name() string { return "pgtables" }
 
@@ -104,18 +114,18 @@ func (b *httpBackend) prepare(ctx context.Context, data dataSet, preload bool) e
 }
 
 func (b *httpBackend) cleanup(context.Context) error {
-	b.used = append(b.used, b.table)
+	*b.used = append(*b.used, b.table)
 	return nil
 }
 
 // dropTables deletes the tables of the run.
 func (b *httpBackend) dropTables(ctx context.Context) error {
-	for _, t := range b.used {
+	for _, t := range *b.used {
 		if err := b.c.deleteTable(ctx, t); err != nil {
 			return err
 		}
 	}
-	b.used = nil
+	*b.used = nil
 	return nil
 }
 

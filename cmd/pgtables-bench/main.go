@@ -43,6 +43,7 @@ type config struct {
 	duration, warmup       time.Duration
 	count                  int
 	preload                int
+	comparePreload         int
 	reps                   int
 	serverPID              int
 	jsonOut                string
@@ -70,6 +71,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.sqlURL, "sql-url", "", "PostgreSQL URL for the SQL ceiling; empty runs the endpoint only")
 	fs.StringVar(&c.scenarios, "scenarios", "all", "comma-separated: insert,upsert,point-read,batch-insert,partition-scan,table-scan,filter-scan,update-if-match,mixed")
 	fs.IntVar(&c.preload, "preload", 10_000, "entities preloaded for the scenarios that read (a multiple of 1000)")
+	fs.IntVar(&c.comparePreload, "compare-preload", 0, "also preload a second set of this many entities, alternate the repetitions of the scenarios that read between the two sets, and compare their p99 (0: off)")
 	fs.IntVar(&c.concurrency, "c", 16, "concurrent clients")
 	fs.DurationVar(&c.duration, "d", 10*time.Second, "timed duration of each repetition (ignored with -n)")
 	fs.IntVar(&c.count, "n", 0, "operations per repetition instead of a duration")
@@ -89,6 +91,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	if c.preload < preloadRows || c.preload%preloadRows != 0 {
 		return nil, fmt.Errorf("-preload must be a positive multiple of %d", preloadRows)
 	}
+	if c.comparePreload < 0 || c.comparePreload%preloadRows != 0 {
+		return nil, fmt.Errorf("-compare-preload must be 0 or a positive multiple of %d", preloadRows)
+	}
 	if c.skipPgtables && c.sqlURL == "" {
 		return nil, errors.New("-sql-only needs -sql-url")
 	}
@@ -99,6 +104,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 type result struct {
 	Scenario  string  `json:"scenario"`
 	Backend   string  `json:"backend"`
+	Preload   int     `json:"preload"`     // entities preloaded, when the scenario reads
 	OpsPerSec float64 `json:"ops_per_sec"` // median over repetitions
 	// EntitiesPerSec is OpsPerSec times the entities one operation writes
 	// or reads (100 for batch-insert, 1000 for partition-scan, ...).
@@ -110,6 +116,7 @@ type result struct {
 	Errors         int64     `json:"errors"`
 	FirstError     string    `json:"first_error,omitempty"`
 	Repetitions    []float64 `json:"repetitions_ops_per_sec"`
+	RepetitionsP99 []float64 `json:"repetitions_p99_ms"`
 	PeakRSSBytes   int64     `json:"peak_rss_bytes,omitempty"`
 }
 
@@ -139,7 +146,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		hb := &httpBackend{c: c}
+		hb := newHTTPBackend(c)
 		defer func() {
 			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 			defer cancel()
@@ -178,7 +185,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	printResults(stdout, cfg, results)
 	if cfg.jsonOut != "" {
-		out := map[string]any{"concurrency": cfg.concurrency, "preload": cfg.preload, "duration": cfg.duration.String(), "count": cfg.count, "repetitions": cfg.reps, "results": results}
+		out := map[string]any{"concurrency": cfg.concurrency, "preload": cfg.preload, "compare_preload": cfg.comparePreload, "duration": cfg.duration.String(), "count": cfg.count, "repetitions": cfg.reps, "results": results}
 		b, _ := json.MarshalIndent(out, "", "  ")
 		if cfg.jsonOut == "-" {
 			fmt.Fprintln(stdout, string(b))
@@ -197,22 +204,43 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // repetitions alternate between the backends (pgtables, ceiling,
 // pgtables, ...), so that drift of the machine over the run (checkpoints,
 // autovacuum, a neighbour's load) falls on both sides of the ratio alike.
+// With -compare-preload, a scenario that reads runs on two data sets per
+// backend, and their repetitions alternate too, for the same reason: the
+// comparison of a large table with a small one must not take in how the
+// machine changed between a run on one and a later run on the other.
 func runScenario(ctx context.Context, cfg *config, sc scenario, backends []backend, settle func(context.Context) error, stderr io.Writer) ([]result, error) {
-	data := dataSet{partitions: cfg.preload / preloadRows}
+	sizes := []int{cfg.preload}
+	if sc.preload && cfg.comparePreload > 0 {
+		sizes = []int{cfg.comparePreload, cfg.preload}
+	}
+	type variant struct {
+		b    backend
+		data dataSet
+	}
+	var vs []variant
 	for _, b := range backends {
-		if sc.preload && cfg.progress > 0 {
-			fmt.Fprintf(stderr, "%s on %s: loading %d entities\n", sc.name, b.name(), data.total())
+		for k, n := range sizes {
+			vb := b
+			if k > 0 {
+				vb = b.sibling()
+			}
+			vs = append(vs, variant{b: vb, data: dataSet{partitions: n / preloadRows}})
 		}
-		err := b.prepare(ctx, data, sc.preload)
+	}
+	for _, v := range vs {
+		if sc.preload && cfg.progress > 0 {
+			fmt.Fprintf(stderr, "%s on %s: loading %d entities\n", sc.name, v.b.name(), v.data.total())
+		}
+		err := v.b.prepare(ctx, v.data, sc.preload)
 		defer func() {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 			defer cancel()
-			if err := b.cleanup(cctx); err != nil {
-				fmt.Fprintf(stderr, "cleanup %s on %s: %v\n", sc.name, b.name(), err)
+			if err := v.b.cleanup(cctx); err != nil {
+				fmt.Fprintf(stderr, "cleanup %s on %s: %v\n", sc.name, v.b.name(), err)
 			}
 		}()
 		if err != nil {
-			return nil, fmt.Errorf("prepare %s: %w", b.name(), err)
+			return nil, fmt.Errorf("prepare %s: %w", v.b.name(), err)
 		}
 	}
 	if err := settle(ctx); err != nil {
@@ -223,42 +251,54 @@ func runScenario(ctx context.Context, cfg *config, sc scenario, backends []backe
 		lat       []time.Duration
 		ops       int64
 	}
-	res := make([]result, len(backends))
-	reps := make([][]rep, len(backends))
+	res := make([]result, len(vs))
+	reps := make([][]rep, len(vs))
 	var rss *rssSampler
-	for j, b := range backends {
-		res[j] = result{Scenario: sc.name, Backend: b.name()}
-		if cfg.serverPID > 0 && b.name() == "pgtables" {
+	for j, v := range vs {
+		res[j] = result{Scenario: sc.name, Backend: v.b.name()}
+		if sc.preload {
+			res[j].Preload = v.data.total()
+		}
+		if cfg.serverPID > 0 && v.b.name() == "pgtables" && rss == nil {
 			rss = startRSS(cfg.serverPID)
 		}
 	}
 	for i := 0; i < cfg.reps; i++ {
-		for j, b := range backends {
+		for j, v := range vs {
 			if cfg.warmup > 0 {
-				phase(ctx, cfg, sc, b, fmt.Sprintf("w%d", i), cfg.warmup, 0, nil, &res[j])
+				phase(ctx, cfg, sc, v.b, v.data, fmt.Sprintf("w%d", i), cfg.warmup, 0, nil, &res[j])
 			}
-			label := fmt.Sprintf("%s on %s, repetition %d/%d", sc.name, b.name(), i+1, cfg.reps)
-			lat, elapsed := phase(ctx, cfg, sc, b, fmt.Sprintf("r%d", i), cfg.duration, cfg.count, &progressPrinter{w: stderr, label: label, every: cfg.progress}, &res[j])
+			label := fmt.Sprintf("%s on %s, repetition %d/%d", sc.name, v.b.name(), i+1, cfg.reps)
+			if len(sizes) > 1 {
+				label = fmt.Sprintf("%s on %s with %d entities, repetition %d/%d", sc.name, v.b.name(), v.data.total(), i+1, cfg.reps)
+			}
+			lat, elapsed := phase(ctx, cfg, sc, v.b, v.data, fmt.Sprintf("r%d", i), cfg.duration, cfg.count, &progressPrinter{w: stderr, label: label, every: cfg.progress}, &res[j])
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
+			sort.Slice(lat, func(a, c int) bool { return lat[a] < lat[c] })
 			r := rep{opsPerSec: float64(len(lat)) / elapsed.Seconds(), lat: lat, ops: int64(len(lat))}
 			reps[j] = append(reps[j], r)
 			res[j].Repetitions = append(res[j].Repetitions, r.opsPerSec)
+			res[j].RepetitionsP99 = append(res[j].RepetitionsP99, percentile(lat, 0.99))
 		}
 	}
-	for j, b := range backends {
-		if rss != nil && b.name() == "pgtables" {
-			res[j].PeakRSSBytes = rss.stop()
+	if rss != nil {
+		peak := rss.stop()
+		for j, v := range vs {
+			if v.b.name() == "pgtables" {
+				res[j].PeakRSSBytes = peak
+			}
 		}
+	}
+	for j, v := range vs {
 		sort.Slice(reps[j], func(a, c int) bool { return reps[j][a].opsPerSec < reps[j][c].opsPerSec })
 		med := reps[j][len(reps[j])/2]
 		res[j].OpsPerSec, res[j].Ops = med.opsPerSec, med.ops
 		res[j].EntitiesPerSec = med.opsPerSec
 		if sc.entities != nil {
-			res[j].EntitiesPerSec *= float64(sc.entities(data))
+			res[j].EntitiesPerSec *= float64(sc.entities(v.data))
 		}
-		sort.Slice(med.lat, func(a, c int) bool { return med.lat[a] < med.lat[c] })
 		res[j].P50, res[j].P95, res[j].P99 = percentile(med.lat, 0.50), percentile(med.lat, 0.95), percentile(med.lat, 0.99)
 	}
 	return res, nil
@@ -267,7 +307,7 @@ func runScenario(ctx context.Context, cfg *config, sc scenario, backends []backe
 // phase runs the scenario's operation from every worker for d (or until n
 // operations are done) and returns the latencies of successful operations.
 // Failed operations are counted in res and keep the run invalid.
-func phase(ctx context.Context, cfg *config, sc scenario, b backend, run string, d time.Duration, n int, pp *progressPrinter, res *result) ([]time.Duration, time.Duration) {
+func phase(ctx context.Context, cfg *config, sc scenario, b backend, data dataSet, run string, d time.Duration, n int, pp *progressPrinter, res *result) ([]time.Duration, time.Duration) {
 	var (
 		wg      sync.WaitGroup
 		mu      sync.Mutex
@@ -289,7 +329,7 @@ func phase(ctx context.Context, cfg *config, sc scenario, b backend, run string,
 		wg.Add(1)
 		go func(id int) {
 			defer wg.Done()
-			w := &worker{id: id, of: cfg.concurrency, run: run, data: dataSet{partitions: cfg.preload / preloadRows}, rng: rand.New(rand.NewPCG(uint64(id), uint64(time.Now().UnixNano())))}
+			w := &worker{id: id, of: cfg.concurrency, run: run, data: data, rng: rand.New(rand.NewPCG(uint64(id), uint64(time.Now().UnixNano())))}
 			var lat []time.Duration
 			for pctx.Err() == nil && (n <= 0 || started.Add(1) <= int64(n)) {
 				t0 := time.Now()
@@ -362,51 +402,109 @@ func (p *progressPrinter) start(done *atomic.Int64) func() {
 }
 
 func printResults(w io.Writer, cfg *config, results []result) {
-	byKey := map[string]result{}
-	var names []string
-	for _, r := range results {
-		if _, seen := byKey[r.Scenario+"/pgtables"]; !seen {
-			if _, seen := byKey[r.Scenario+"/sql"]; !seen {
-				names = append(names, r.Scenario)
-			}
+	// A row is a scenario on one data set: pgtables and the ceiling side by side.
+	type rowKey struct {
+		scenario string
+		preload  int
+	}
+	type row struct{ p, s *result }
+	rows := map[rowKey]*row{}
+	var order []rowKey
+	for i := range results {
+		r := &results[i]
+		k := rowKey{r.Scenario, r.Preload}
+		if rows[k] == nil {
+			rows[k] = &row{}
+			order = append(order, k)
 		}
-		byKey[r.Scenario+"/"+r.Backend] = r
+		if r.Backend == "sql" {
+			rows[k].s = r
+		} else {
+			rows[k].p = r
+		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "scenario\tpgtables ops/s\tentities/s\tp50 ms\tp95 ms\tp99 ms\tpeak RSS MiB\tsql ops/s\tentities/s\tp50 ms\tp99 ms\tratio\terrors\t\n")
-	for _, name := range names {
-		p, hasP := byKey[name+"/pgtables"]
-		s, hasS := byKey[name+"/sql"]
+	for _, k := range order {
+		p, s := rows[k].p, rows[k].s
+		name := k.scenario
+		if cfg.comparePreload > 0 && k.preload > 0 {
+			name = fmt.Sprintf("%s (%d)", k.scenario, k.preload)
+		}
 		cells := []string{name}
-		if hasP {
+		var errs int64
+		if p != nil {
 			rss := "-"
 			if p.PeakRSSBytes > 0 {
 				rss = strconv.FormatFloat(float64(p.PeakRSSBytes)/(1<<20), 'f', 1, 64)
 			}
 			cells = append(cells, fmt.Sprintf("%.0f", p.OpsPerSec), fmt.Sprintf("%.0f", p.EntitiesPerSec), ms(p.P50), ms(p.P95), ms(p.P99), rss)
+			errs += p.Errors
 		} else {
 			cells = append(cells, "-", "-", "-", "-", "-", "-")
 		}
-		if hasS {
+		if s != nil {
 			cells = append(cells, fmt.Sprintf("%.0f", s.OpsPerSec), fmt.Sprintf("%.0f", s.EntitiesPerSec), ms(s.P50), ms(s.P99))
+			errs += s.Errors
 		} else {
 			cells = append(cells, "-", "-", "-", "-")
 		}
-		if hasP && hasS && s.OpsPerSec > 0 {
+		if p != nil && s != nil && s.OpsPerSec > 0 {
 			cells = append(cells, fmt.Sprintf("%.2f", p.OpsPerSec/s.OpsPerSec))
 		} else {
 			cells = append(cells, "-")
 		}
-		cells = append(cells, strconv.FormatInt(p.Errors+s.Errors, 10))
+		cells = append(cells, strconv.FormatInt(errs, 10))
 		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "(%d clients, %s, %d preloaded entities, median of %d repetitions)\n", cfg.concurrency, describeRun(cfg), cfg.preload, cfg.reps)
+	if cfg.comparePreload > 0 {
+		for _, line := range compareSizes(cfg, results) {
+			fmt.Fprintln(w, line)
+		}
+	}
 	for _, r := range results {
 		if r.FirstError != "" {
 			fmt.Fprintf(w, "%s on %s: %d errors, first: %s\n", r.Scenario, r.Backend, r.Errors, r.FirstError)
 		}
 	}
+}
+
+// compareSizes describes, per scenario and backend, the p99 latency on the
+// -preload set over the p99 on the -compare-preload set: that of the median
+// repetitions, and the median of the ratios of repetitions run side by side.
+func compareSizes(cfg *config, results []result) []string {
+	var lines []string
+	for i := range results {
+		small := &results[i]
+		if small.Preload != cfg.comparePreload || small.Preload == cfg.preload {
+			continue
+		}
+		for j := range results {
+			large := &results[j]
+			if large.Scenario != small.Scenario || large.Backend != small.Backend || large.Preload != cfg.preload {
+				continue
+			}
+			var pairs []float64
+			for k := range min(len(small.RepetitionsP99), len(large.RepetitionsP99)) {
+				if small.RepetitionsP99[k] > 0 {
+					pairs = append(pairs, large.RepetitionsP99[k]/small.RepetitionsP99[k])
+				}
+			}
+			if small.P99 <= 0 || len(pairs) == 0 {
+				continue
+			}
+			sort.Float64s(pairs)
+			parts := make([]string, len(pairs))
+			for k, v := range pairs {
+				parts[k] = strconv.FormatFloat(v, 'f', 2, 64)
+			}
+			lines = append(lines, fmt.Sprintf("%s on %s: p99 with %d entities over p99 with %d: %.2f (%s / %s ms); side by side, repetition by repetition: median %.2f of %s",
+				small.Scenario, small.Backend, large.Preload, small.Preload, large.P99/small.P99, ms(large.P99), ms(small.P99), pairs[len(pairs)/2], strings.Join(parts, ", ")))
+		}
+	}
+	return lines
 }
 
 func ms(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }

@@ -53,6 +53,8 @@ func newSQLBackend(ctx context.Context, url string, conns int) (*sqlBackend, err
 
 func (b *sqlBackend) name() string { return "sql" }
 
+func (b *sqlBackend) sibling() backend { return &sqlBackend{pool: b.pool} }
+
 // settle vacuums and analyzes the whole database: the ceiling's relation
 // and, when pgtables uses the same database, pgtables' own.
 func (b *sqlBackend) settle(ctx context.Context) error {
