@@ -5,7 +5,9 @@
 // against a PostgreSQL database: the ceiling that pgtables is measured
 // against, in the same run. Setup happens outside the timed window, every
 // operation's answer is checked, and the median of several repetitions is
-// reported with latency percentiles.
+// reported with latency percentiles. With -compare-preload the scenarios
+// that read also run on a second, smaller data set, side by side, to see
+// what a large table costs.
 //
 //	pgtables-bench -endpoint http://127.0.0.1:10002/devstoreaccount1 \
 //	    -sql-url postgres://postgres@127.0.0.1:5432/postgres -c 16 -d 10s
