@@ -93,8 +93,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	if c.preload < preloadRows || c.preload%preloadRows != 0 {
 		return nil, fmt.Errorf("-preload must be a positive multiple of %d", preloadRows)
 	}
-	if c.comparePreload < 0 || c.comparePreload%preloadRows != 0 {
-		return nil, fmt.Errorf("-compare-preload must be 0 or a positive multiple of %d", preloadRows)
+	// Results are told apart by their set's size, so the two sizes differ.
+	if c.comparePreload < 0 || c.comparePreload%preloadRows != 0 || c.comparePreload == c.preload {
+		return nil, fmt.Errorf("-compare-preload must be 0 or a positive multiple of %d other than -preload", preloadRows)
 	}
 	if c.skipPgtables && c.sqlURL == "" {
 		return nil, errors.New("-sql-only needs -sql-url")
@@ -480,7 +481,7 @@ func compareSizes(cfg *config, results []result) []string {
 	var lines []string
 	for i := range results {
 		small := &results[i]
-		if small.Preload != cfg.comparePreload || small.Preload == cfg.preload {
+		if small.Preload != cfg.comparePreload {
 			continue
 		}
 		for j := range results {

@@ -124,3 +124,24 @@ func TestRunScenarioComparesSizesSideBySide(t *testing.T) {
 		})
 	}
 }
+
+func TestParseFlagsPreloads(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		args []string
+		ok   bool
+	}{
+		{[]string{"-preload", "10000000", "-compare-preload", "10000"}, true},
+		{[]string{"-preload", "10000", "-compare-preload", "0"}, true},
+		{[]string{"-preload", "10000", "-compare-preload", "10000"}, false}, // its results would be indistinguishable
+		{[]string{"-preload", "10000", "-compare-preload", "1500"}, false},
+		{[]string{"-preload", "10000", "-compare-preload", "-1000"}, false},
+		{[]string{"-preload", "500"}, false},
+	}
+	for _, tt := range tests {
+		_, err := parseFlags(tt.args, io.Discard)
+		if (err == nil) != tt.ok {
+			t.Errorf("parseFlags(%q): error %v, want ok=%v", tt.args, err, tt.ok)
+		}
+	}
+}
