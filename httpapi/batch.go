@@ -409,7 +409,7 @@ func (rq *request) batchQuery(w *batchWriter, sub *subRequest, db batchStore) {
 		return
 	}
 	ctx := rq.r().Context()
-	enc := &odata.Encoder{Format: format, ServiceURL: rq.serviceURL(), Account: t.account, Table: t.table}
+	enc := rq.encoderAs(format, t.table)
 	if t.kind == resEntity {
 		e, err := db.GetEntity(ctx, t.account, t.table, t.pk, t.rk)
 		if err != nil {
@@ -544,7 +544,7 @@ func (w *batchWriter) succeed(rq *request, ops []batchOp, writes []store.Write, 
 				w.line()
 				continue
 			}
-			enc := &odata.Encoder{Format: op.format, ServiceURL: svc, Account: op.t.account, Table: op.t.table}
+			enc := rq.encoderAs(op.format, op.t.table)
 			e := odata.Entity{PartitionKey: wr.PartitionKey, RowKey: wr.RowKey, Timestamp: res.Timestamp, ETag: res.ETag, Properties: op.entity.Properties}
 			w.part(w.changesetBoundary, http.StatusCreated)
 			if op.prefer == "return-content" {

@@ -30,8 +30,12 @@ func (rq *request) serviceURL() string {
 	return u
 }
 
-func (rq *request) encoder(table string) *odata.Encoder {
-	return &odata.Encoder{Format: rq.format, ServiceURL: rq.serviceURL(), Account: rq.t.account, Table: table}
+func (rq *request) encoder(table string) *odata.Encoder { return rq.encoderAs(rq.format, table) }
+
+// encoderAs is encoder in another format: a batch operation's own.
+func (rq *request) encoderAs(format odata.Format, table string) *odata.Encoder {
+	return &odata.Encoder{Format: format, ServiceURL: rq.serviceURL(), Account: rq.t.account, Table: table,
+		WholeDoubleTypes: !goSDK(rq.r().Header)}
 }
 
 // readJSONBody reads a JSON request body within the size limit.

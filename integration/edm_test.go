@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"reflect"
@@ -193,7 +194,15 @@ func TestEDMWireFormat(t *testing.T) {
 		"G": "Edm.Guid", "DT6": "Edm.DateTime", "DTHalf": "Edm.DateTime", "DTMax": "Edm.DateTime", "DTMin": "Edm.DateTime",
 		"Bin": "Edm.Binary",
 	}
-	check := func(t *testing.T, m map[string]json.RawMessage, annotations bool) {
+	// Whole-number doubles carry their type too, so that clients that read
+	// JSON numbers without their lexical form keep them Doubles; but not
+	// for the Go SDK, which decodes an Edm.Double annotation to nil and
+	// gets them bare, as Azure writes them.
+	goAnnotated := maps.Clone(annotated)
+	for _, name := range []string{"D5", "DNeg0", "DInt", "DNegInt", "DExp", "DStr", "DAnnInt"} {
+		annotated[name] = "Edm.Double"
+	}
+	checkAs := func(t *testing.T, m map[string]json.RawMessage, annotations bool, annotated map[string]string) {
 		t.Helper()
 		for name, w := range want {
 			got, ok := m[name]
@@ -223,6 +232,10 @@ func TestEDMWireFormat(t *testing.T) {
 			}
 		}
 	}
+	check := func(t *testing.T, m map[string]json.RawMessage, annotations bool) {
+		t.Helper()
+		checkAs(t, m, annotations, annotated)
+	}
 	t.Run("InsertResponse", func(t *testing.T) {
 		check(t, rawObject(t, r.body), true)
 	})
@@ -243,6 +256,15 @@ func TestEDMWireFormat(t *testing.T) {
 			t.Fatalf("%d entities", len(v))
 		}
 		check(t, v[0], true)
+	})
+	t.Run("GoSDKUserAgent", func(t *testing.T) {
+		ua := map[string]string{"User-Agent": "myapp azsdk-go-aztables/v1.3.0 (go1.26.8; linux)"}
+		r := e.send(rawReq{method: "GET", path: e.entityPath(table, "p", "r"), header: ua})
+		wantStatus(t, r, 200)
+		checkAs(t, rawObject(t, r.body), true, goAnnotated)
+		r = e.send(rawReq{method: "GET", path: e.tablePath(table) + "()", header: ua})
+		wantStatus(t, r, 200)
+		checkAs(t, rawValue(t, r.body)[0], true, goAnnotated)
 	})
 	t.Run("SDKView", func(t *testing.T) {
 		// What the SDK makes of it: documents the SDK's own limits, so a

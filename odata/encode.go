@@ -2,6 +2,7 @@ package odata
 
 import (
 	"encoding/base64"
+	"math"
 	"strconv"
 	"unicode/utf8"
 )
@@ -19,7 +20,17 @@ type Encoder struct {
 	Account    string
 	Table      string
 	Select     []string
+	// WholeDoubleTypes annotates Doubles of whole value (5.0, -0.0) with
+	// Edm.Double where metadata is written. Azure leaves them bare, and
+	// clients that parse JSON numbers without their lexical form (the
+	// JavaScript SDK, Go's ListEntities) then read them back as Int32.
+	WholeDoubleTypes bool
 }
+
+// wholeDouble reports whether AppendDouble writes f as a whole number with
+// ".0", which clients that drop the lexical form read as an integer. From
+// 1e21 on it writes an exponent, and every client reads a Double.
+func wholeDouble(f float64) bool { return f == math.Trunc(f) && math.Abs(f) < 1e21 }
 
 // AppendEntity appends a single-entity document.
 func (enc *Encoder) AppendEntity(dst []byte, e *Entity) []byte {
@@ -253,6 +264,9 @@ func (enc *Encoder) appendProperty(dst []byte, name string, v *Value) []byte {
 			dst = append(dst, '"')
 			dst = append(dst, s...)
 			return append(dst, '"')
+		}
+		if annotate && enc.WholeDoubleTypes && wholeDouble(v.Float) {
+			dst = appendAnnotation(dst, name, EdmDouble)
 		}
 		dst = appendKey(dst, name)
 		return AppendDouble(dst, v.Float)

@@ -187,30 +187,39 @@ func TestEncoderDoubles(t *testing.T) {
 	tests := []struct {
 		f          float64
 		min, plain string
+		whole      bool // annotated when WholeDoubleTypes asks for it
 	}{
-		{5, `5.0`, `5.0`},
-		{0.1, `0.1`, `0.1`},
-		{-1.5e-300, `-1.5E-300`, `-1.5E-300`},
-		{math.MaxFloat64, `1.7976931348623157E+308`, `1.7976931348623157E+308`},
-		{math.Copysign(0, -1), `-0.0`, `-0.0`},
-		{1e21, `1E+21`, `1E+21`},
-		{math.NaN(), `"NaN"`, `"NaN"`},
-		{math.Inf(1), `"Infinity"`, `"Infinity"`},
-		{math.Inf(-1), `"-Infinity"`, `"-Infinity"`},
+		{5, `5.0`, `5.0`, true},
+		{0.1, `0.1`, `0.1`, false},
+		{-1.5e-300, `-1.5E-300`, `-1.5E-300`, false},
+		{math.MaxFloat64, `1.7976931348623157E+308`, `1.7976931348623157E+308`, false},
+		{math.Copysign(0, -1), `-0.0`, `-0.0`, true},
+		{0, `0.0`, `0.0`, true},
+		{-9007199254740993, `-9007199254740992.0`, `-9007199254740992.0`, true},
+		{1e20, `100000000000000000000.0`, `100000000000000000000.0`, true},
+		{1e21, `1E+21`, `1E+21`, false},
+		{2.5, `2.5`, `2.5`, false},
+		{math.NaN(), `"NaN"`, `"NaN"`, false},
+		{math.Inf(1), `"Infinity"`, `"Infinity"`, false},
+		{math.Inf(-1), `"-Infinity"`, `"-Infinity"`, false},
 	}
 	for _, tt := range tests {
-		e := Entity{Properties: []Property{prop("D", vDbl(tt.f))}}
-		enc := Encoder{Format: NoMetadata, Select: []string{"D"}}
-		if got := string(enc.AppendEntity(nil, &e)); got != `{"D":`+tt.plain+`}` {
-			t.Errorf("%v none: %s", tt.f, got)
-		}
-		enc.Format = MinimalMetadata
-		want := `"D":` + tt.min + `}`
-		if tt.min[0] == '"' {
-			want = `"D@odata.type":"Edm.Double",` + want
-		}
-		if got := string(enc.AppendEntity(nil, &e)); !strings.HasSuffix(got, ","+want) {
-			t.Errorf("%v minimal: %s, want suffix %s", tt.f, got, want)
+		for _, whole := range []bool{false, true} {
+			e := Entity{Properties: []Property{prop("D", vDbl(tt.f))}}
+			enc := Encoder{Format: NoMetadata, Select: []string{"D"}, WholeDoubleTypes: whole}
+			if got := string(enc.AppendEntity(nil, &e)); got != `{"D":`+tt.plain+`}` {
+				t.Errorf("%v none: %s", tt.f, got)
+			}
+			for _, f := range []Format{MinimalMetadata, FullMetadata} {
+				enc.Format = f
+				want := `"D":` + tt.min + `}`
+				if tt.min[0] == '"' || whole && tt.whole {
+					want = `"D@odata.type":"Edm.Double",` + want
+				}
+				if got := string(enc.AppendEntity(nil, &e)); !strings.HasSuffix(got, ","+want) {
+					t.Errorf("%v format %d whole %v: %s, want suffix %s", tt.f, f, whole, got, want)
+				}
+			}
 		}
 	}
 }

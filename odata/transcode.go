@@ -1,6 +1,9 @@
 package odata
 
-import "bytes"
+import (
+	"bytes"
+	"strconv"
+)
 
 // The read path's hot loop: PostgreSQL's text of the stored form is already
 // JSON, with names and string values escaped as the wire wants them, so an
@@ -18,6 +21,7 @@ func (enc *Encoder) appendStoredMembers(dst []byte, stored []byte) ([]byte, bool
 	start := len(dst)
 	t := transcoder{src: stored}
 	annotate := enc.Format != NoMetadata
+	wholeDoubles := annotate && enc.WholeDoubleTypes
 	t.ws()
 	if !t.byte('{') {
 		return dst[:start], false
@@ -44,7 +48,7 @@ func (enc *Encoder) appendStoredMembers(dst []byte, stored []byte) ([]byte, bool
 		if !t.byte(']') {
 			return dst[:start], false
 		}
-		if dst, ok = appendStoredMember(dst, name, tag, value, annotate); !ok {
+		if dst, ok = appendStoredMember(dst, name, tag, value, annotate, wholeDoubles); !ok {
 			return dst[:start], false
 		}
 		t.ws()
@@ -59,7 +63,7 @@ func (enc *Encoder) appendStoredMembers(dst []byte, stored []byte) ([]byte, bool
 
 // appendStoredMember writes one property from its raw tokens: name and tag
 // as quoted JSON strings, value as its JSON token.
-func appendStoredMember(dst, name, tag, value []byte, annotate bool) ([]byte, bool) {
+func appendStoredMember(dst, name, tag, value []byte, annotate, wholeDoubles bool) ([]byte, bool) {
 	key := func(dst []byte) []byte {
 		if dst[len(dst)-1] != '{' {
 			dst = append(dst, ',')
@@ -125,8 +129,17 @@ func appendStoredMember(dst, name, tag, value []byte, annotate bool) ([]byte, bo
 		}
 		// The stored text is AppendDouble's; a number always carries a
 		// point or an exponent, so the value stays a Double on the wire.
-		if !jsonNumber(text) || bytes.IndexAny(text, ".eE") < 0 {
+		if !jsonNumber(text) || !bytes.ContainsAny(text, ".eE") {
 			return dst, false
+		}
+		if wholeDoubles {
+			f, err := strconv.ParseFloat(string(text), 64)
+			if err != nil {
+				return dst, false
+			}
+			if wholeDouble(f) {
+				dst = annotation(dst, EdmDouble)
+			}
 		}
 		return append(key(dst), text...), true
 	case "dt":

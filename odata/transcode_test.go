@@ -80,19 +80,21 @@ func TestTranscodeMatchesDecodeEncode(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, f := range []Format{NoMetadata, MinimalMetadata, FullMetadata} {
-			for _, sel := range [][]string{nil, {"RowKey", "S", "Missing", "DNaN"}} {
-				enc := &Encoder{Format: f, ServiceURL: testSvc, Account: "a", Table: "t", Select: sel}
-				base := Entity{PartitionKey: "p'", RowKey: "r", Timestamp: MinDateTime + 12345, ETag: `W/"x"`}
-				viaProps, viaStored := base, base
-				viaProps.Properties = decoded
-				if viaProps.Properties == nil {
-					viaProps.Properties = []Property{}
-				}
-				viaStored.Stored = stored
-				want := enc.AppendEntities(nil, []Entity{viaProps})
-				got := enc.AppendEntities(nil, []Entity{viaStored})
-				if !sameJSON(t, got, want) {
-					t.Errorf("case %d format %d select %v:\n got %s\nwant %s", i, f, sel, got, want)
+			for _, sel := range [][]string{nil, {"RowKey", "S", "Missing", "DNaN", "Dfive"}} {
+				for _, whole := range []bool{false, true} {
+					enc := &Encoder{Format: f, ServiceURL: testSvc, Account: "a", Table: "t", Select: sel, WholeDoubleTypes: whole}
+					base := Entity{PartitionKey: "p'", RowKey: "r", Timestamp: MinDateTime + 12345, ETag: `W/"x"`}
+					viaProps, viaStored := base, base
+					viaProps.Properties = decoded
+					if viaProps.Properties == nil {
+						viaProps.Properties = []Property{}
+					}
+					viaStored.Stored = stored
+					want := enc.AppendEntities(nil, []Entity{viaProps})
+					got := enc.AppendEntities(nil, []Entity{viaStored})
+					if !sameJSON(t, got, want) {
+						t.Errorf("case %d format %d select %v whole %v:\n got %s\nwant %s", i, f, sel, whole, got, want)
+					}
 				}
 			}
 		}
@@ -136,7 +138,7 @@ func FuzzTranscode(f *testing.F) {
 		if err != nil {
 			return
 		}
-		enc := &Encoder{Format: MinimalMetadata, ServiceURL: testSvc, Table: "t"}
+		enc := &Encoder{Format: MinimalMetadata, ServiceURL: testSvc, Table: "t", WholeDoubleTypes: true}
 		dst := []byte("{")
 		out, ok := enc.appendStoredMembers(dst, stored)
 		if !ok {
