@@ -55,7 +55,8 @@ func (rq *request) getTableACL() error {
 }
 
 // appendACL writes the SignedIdentifiers document, each policy with only
-// the fields it has.
+// the fields it has; one without any has no AccessPolicy element, as Azure
+// writes it (the SDKs read that as an empty or absent policy).
 func appendACL(dst []byte, policies []store.AccessPolicy) []byte {
 	if len(policies) == 0 {
 		return append(dst, "<SignedIdentifiers />"...)
@@ -64,6 +65,10 @@ func appendACL(dst []byte, policies []store.AccessPolicy) []byte {
 	for _, p := range policies {
 		dst = append(dst, "<SignedIdentifier>"...)
 		dst = appendXMLElement(dst, "Id", p.ID)
+		if p.Start == nil && p.Expiry == nil && p.Permission == nil {
+			dst = append(dst, "</SignedIdentifier>"...)
+			continue
+		}
 		dst = append(dst, "<AccessPolicy>"...)
 		if p.Start != nil {
 			dst = appendXMLElement(dst, "Start", string(odata.AppendDateTime(nil, *p.Start, true)))

@@ -77,7 +77,7 @@ func TestAppendACL(t *testing.T) {
 	t.Parallel()
 	start, perm := int64(638396640000000000), "ra" // 2024-01-01
 	got := string(appendACL(nil, []store.AccessPolicy{{ID: "a<b", Start: &start, Permission: &perm}, {ID: "c"}}))
-	want := `<SignedIdentifiers><SignedIdentifier><Id>a&lt;b</Id><AccessPolicy><Start>2024-01-01T00:00:00.0000000Z</Start><Permission>ra</Permission></AccessPolicy></SignedIdentifier><SignedIdentifier><Id>c</Id><AccessPolicy></AccessPolicy></SignedIdentifier></SignedIdentifiers>`
+	want := `<SignedIdentifiers><SignedIdentifier><Id>a&lt;b</Id><AccessPolicy><Start>2024-01-01T00:00:00.0000000Z</Start><Permission>ra</Permission></AccessPolicy></SignedIdentifier><SignedIdentifier><Id>c</Id></SignedIdentifier></SignedIdentifiers>`
 	if got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}

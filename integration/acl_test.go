@@ -64,6 +64,15 @@ func TestTableACL(t *testing.T) {
 		t.Errorf("after PUT: %s", r.body)
 	}
 
+	// A policy without fields, as the JavaScript SDK sends it, comes back
+	// as Azure gives it: without an AccessPolicy element.
+	body = `<?xml version="1.0" encoding="utf-8"?><SignedIdentifiers><SignedIdentifier><Id>x</Id><AccessPolicy/></SignedIdentifier><SignedIdentifier><Id>y</Id><AccessPolicy><Start></Start></AccessPolicy></SignedIdentifier><SignedIdentifier><Id>z</Id></SignedIdentifier></SignedIdentifiers>`
+	wantStatus(t, e.send(rawReq{method: "PUT", path: path, header: xmlHeaders, body: []byte(body)}), 204)
+	r = e.send(rawReq{method: "GET", path: path, header: xmlHeaders})
+	if want := `<?xml version="1.0" encoding="utf-8"?><SignedIdentifiers><SignedIdentifier><Id>x</Id></SignedIdentifier><SignedIdentifier><Id>y</Id></SignedIdentifier><SignedIdentifier><Id>z</Id></SignedIdentifier></SignedIdentifiers>`; string(r.body) != want {
+		t.Errorf("policies without fields:\n got %s\nwant %s", r.body, want)
+	}
+
 	ident := func(id, policy string) string {
 		return "<SignedIdentifier><Id>" + id + "</Id><AccessPolicy>" + policy + "</AccessPolicy></SignedIdentifier>"
 	}
