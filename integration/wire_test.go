@@ -237,7 +237,7 @@ func TestWireFormat(t *testing.T) {
 			t.Errorf("echoed metadata stored: %v", got)
 		}
 		_, m = e.getRaw(table, "p", "6")
-		if got := members(m); !reflect.DeepEqual(got, []string{"F", "PartitionKey", "RowKey", "S", "Timestamp", "odata.etag", "odata.metadata"}) || string(m["F"]) != "3.0" {
+		if got := members(m); !reflect.DeepEqual(got, []string{"F", "F@odata.type", "PartitionKey", "RowKey", "S", "Timestamp", "odata.etag", "odata.metadata"}) || string(m["F"]) != "3.0" {
 			t.Errorf("Python-style entity: %v F=%s", got, m["F"])
 		}
 		// Accept variants: */*, none at all, several ranges.
