@@ -161,9 +161,10 @@ func parseSubRequest(b []byte) (*subRequest, error) {
 			return nil, odata.Detailf(odata.ErrInvalidInput, "A batch operation has a malformed header line.")
 		}
 		// Go's SDK writes DataServiceVersion and x-ms-version with empty
-		// values inside batches: empty means absent.
-		if value = strings.TrimSpace(value); value != "" {
-			key := textproto.CanonicalMIMEHeaderKey(name)
+		// values inside batches: empty means absent. Not for If-Match, whose
+		// mere presence makes a write an update rather than an upsert.
+		key := textproto.CanonicalMIMEHeaderKey(name)
+		if value = strings.TrimSpace(value); value != "" || key == "If-Match" {
 			if vs, ok := sr.header[key]; ok {
 				sr.header[key] = append(vs, value)
 			} else {
@@ -321,7 +322,7 @@ func (rq *request) prepareOp(op *batchOp) (store.Write, error) {
 		if err := odata.ValidateKey("RowKey", t.rk); err != nil {
 			return store.Write{}, err
 		}
-		ifMatch := sub.header.Get("If-Match")
+		ifMatch := sub.header.Values("If-Match")
 		match, err := store.ParseMatch(ifMatch)
 		if err != nil {
 			return store.Write{}, err
@@ -329,8 +330,8 @@ func (rq *request) prepareOp(op *batchOp) (store.Write, error) {
 		w := store.Write{PartitionKey: t.pk, RowKey: t.rk, Match: match}
 		switch method {
 		case http.MethodDelete:
-			if ifMatch == "" {
-				return store.Write{}, odata.Detailf(errMissingHeader, "The If-Match header is required to delete an entity; send * to delete any version.")
+			if ifMatch == nil {
+				return store.Write{}, errDeleteNeedsMatch
 			}
 			w.Op = store.OpDelete
 			return w, nil

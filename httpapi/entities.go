@@ -54,7 +54,7 @@ func (rq *request) updateEntity(op store.Op) error {
 	if err := rq.urlKeys(); err != nil {
 		return err
 	}
-	match, err := store.ParseMatch(rq.r().Header.Get("If-Match"))
+	match, err := store.ParseMatch(rq.r().Header.Values("If-Match"))
 	if err != nil {
 		return err
 	}
@@ -82,9 +82,9 @@ func (rq *request) deleteEntity() error {
 	if err := rq.urlKeys(); err != nil {
 		return err
 	}
-	h := rq.r().Header.Get("If-Match")
-	if h == "" {
-		return odata.Detailf(errMissingHeader, "The If-Match header is required to delete an entity; send * to delete any version.")
+	h := rq.r().Header.Values("If-Match")
+	if h == nil {
+		return errDeleteNeedsMatch
 	}
 	match, err := store.ParseMatch(h)
 	if err != nil {

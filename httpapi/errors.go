@@ -23,6 +23,9 @@ var (
 	errInternal              = errors.New("internal error")
 )
 
+// errDeleteNeedsMatch: Delete Entity without If-Match.
+var errDeleteNeedsMatch = odata.Detailf(errMissingHeader, "The If-Match header is required to delete an entity; send * to delete any version.")
+
 // Errors of shared access signatures, ACLs and service properties.
 var (
 	errAuthorizationFailure = errors.New("authorization failure")

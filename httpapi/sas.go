@@ -468,7 +468,7 @@ func classifyOperation(t *target, method string, query url.Values, h http.Header
 			return authInsertEntity
 		}
 	case resEntity:
-		return entityOperation(method, h.Get("If-Match") != "")
+		return entityOperation(method, h.Values("If-Match") != nil)
 	case resBatch:
 		if method == http.MethodPost {
 			return authBatch

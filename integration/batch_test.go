@@ -468,6 +468,48 @@ func TestBatchFailures(t *testing.T) {
 			t.Errorf("the failed batch left %d tables named nosuchtable (%v)", n, err)
 		}
 	})
+	t.Run("IfMatchSyntax", func(t *testing.T) {
+		t.Parallel()
+		c, table := e.newTable()
+		if _, err := c.AddEntity(ctx, batchEntity(t, "p", "s", nil), nil); err != nil {
+			t.Fatal(err)
+		}
+		key := func(rk string) string { return table + "(PartitionKey='p',RowKey='" + rk + "')" }
+		azure := `W/"datetime'2020-01-01T00%3A00%3A00.0000000Z'"`
+		for _, tc := range []struct {
+			name    string
+			ifMatch []string
+			status  int
+			code    string
+		}{
+			// Present but empty: never taken for absent, which would make
+			// the update an upsert that creates "missing".
+			{"Empty", []string{"If-Match:"}, 400, "InvalidInput"},
+			{"Blank", []string{"If-Match:   "}, 400, "InvalidInput"},
+			{"Strong", []string{`If-Match: "abc"`}, 400, "InvalidInput"},
+			{"Twice", []string{"If-Match: *", "If-Match: *"}, 400, "InvalidInput"},
+			{"LowerCaseWeak", []string{"If-Match: w/" + azure[2:]}, 412, "UpdateConditionNotSatisfied"},
+		} {
+			for _, rk := range []string{"s", "missing"} {
+				before := tableRows(t, e, table)
+				ct, body := rawBatch(insertOp(table, "p", "a", true),
+					subOp("PUT", key(rk), tc.ifMatch, `{"PartitionKey":"p","RowKey":"`+rk+`","V":2}`))
+				r := e.do("POST", "/devstoreaccount1/$batch", map[string]string{"Content-Type": ct}, body)
+				if r.status != http.StatusAccepted {
+					t.Fatalf("%s %s: status %d: %s", tc.name, rk, r.status, trunc(r.body))
+				}
+				status, code := tc.status, tc.code
+				if rk == "missing" && status == 412 {
+					status, code = 404, "ResourceNotFound"
+				}
+				subs := readBatchAnswer(t, r.header, r.body)
+				if got, gotCode, index := subError(t, subs[0]); len(subs) != 1 || got != status || gotCode != code || index != 1 {
+					t.Errorf("%s %s: got %d %s at %d, want %d %s at 1", tc.name, rk, got, gotCode, index, status, code)
+				}
+				wantUnchanged(t, e, table, before)
+			}
+		}
+	})
 	t.Run("MixedTables", func(t *testing.T) {
 		t.Parallel()
 		_, t1 := e.newTable()

@@ -236,41 +236,63 @@ func TestConditionalHeaders(t *testing.T) {
 	stale := string(add.ETag)
 	path := e.entityPath(table, "p", "r")
 	body := entity(t, "p", "r", map[string]any{"V": int32(3)})
+	azure := `W/"datetime'2020-01-01T00%3A00%3A00.0000000Z'"`
+	one := func(v string) []string { return []string{v} }
 	tests := []struct {
-		name, method, ifMatch, xMethod string
-		status                         int
-		code                           string
+		name, method string
+		ifMatch      []string // the If-Match headers sent; nil: none
+		xMethod      string
+		status       int
+		code         string
 	}{
-		{"ReplaceStale", "PUT", stale, "", 412, "UpdateConditionNotSatisfied"},
-		{"MergeStale", "MERGE", stale, "", 412, "UpdateConditionNotSatisfied"},
-		{"PatchStale", "PATCH", stale, "", 412, "UpdateConditionNotSatisfied"},
-		{"PostMergeStale", "POST", stale, "MERGE", 412, "UpdateConditionNotSatisfied"},
-		{"DeleteStale", "DELETE", stale, "", 412, "UpdateConditionNotSatisfied"},
-		{"ReplaceAzureETag", "PUT", `W/"datetime'2020-01-01T00%3A00%3A00.0000000Z'"`, "", 412, "UpdateConditionNotSatisfied"},
-		{"MergeAzureETag", "MERGE", `W/"datetime'2020-01-01T00%3A00%3A00.0000000Z'"`, "", 412, "UpdateConditionNotSatisfied"},
-		{"DeleteAzureETag", "DELETE", `W/"datetime'2020-01-01T00%3A00%3A00.0000000Z'"`, "", 412, "UpdateConditionNotSatisfied"},
-		{"StrongETag", "PUT", `"abc"`, "", 412, "UpdateConditionNotSatisfied"},
-		{"TamperedETag", "PUT", tamper(string(up.ETag)), "", 412, "UpdateConditionNotSatisfied"},
-		{"ReplaceGarbage", "PUT", "garbage", "", 400, "InvalidInput"},
-		{"MergeGarbage", "MERGE", "garbage", "", 400, "InvalidInput"},
-		{"DeleteGarbage", "DELETE", "garbage", "", 400, "InvalidInput"},
-		{"UnterminatedETag", "PUT", `W/"abc`, "", 400, "InvalidInput"},
-		{"TwoETags", "PUT", string(up.ETag) + ", " + stale, "", 400, "InvalidInput"},
-		{"DeleteNoIfMatch", "DELETE", "", "", 400, "MissingRequiredHeader"},
-		{"PostDeleteNoIfMatch", "POST", "", "DELETE", 400, "MissingRequiredHeader"},
+		{"ReplaceStale", "PUT", one(stale), "", 412, "UpdateConditionNotSatisfied"},
+		{"MergeStale", "MERGE", one(stale), "", 412, "UpdateConditionNotSatisfied"},
+		{"PatchStale", "PATCH", one(stale), "", 412, "UpdateConditionNotSatisfied"},
+		{"PostMergeStale", "POST", one(stale), "MERGE", 412, "UpdateConditionNotSatisfied"},
+		{"DeleteStale", "DELETE", one(stale), "", 412, "UpdateConditionNotSatisfied"},
+		{"ReplaceAzureETag", "PUT", one(azure), "", 412, "UpdateConditionNotSatisfied"},
+		{"MergeAzureETag", "MERGE", one(azure), "", 412, "UpdateConditionNotSatisfied"},
+		{"DeleteAzureETag", "DELETE", one(azure), "", 412, "UpdateConditionNotSatisfied"},
+		{"LowerCaseWeakETag", "PUT", one("w/" + azure[2:]), "", 412, "UpdateConditionNotSatisfied"},
+		{"LowerCaseWeakStale", "MERGE", one("w/" + stale[2:]), "", 412, "UpdateConditionNotSatisfied"},
+		{"TamperedETag", "PUT", one(tamper(string(up.ETag))), "", 412, "UpdateConditionNotSatisfied"},
+		{"StrongETag", "PUT", one(`"abc"`), "", 400, "InvalidInput"},
+		{"StrongCurrentETag", "MERGE", one(string(up.ETag)[2:]), "", 400, "InvalidInput"},
+		{"DeleteStrongETag", "DELETE", one(`"abc"`), "", 400, "InvalidInput"},
+		{"ReplaceGarbage", "PUT", one("garbage"), "", 400, "InvalidInput"},
+		{"MergeGarbage", "MERGE", one("garbage"), "", 400, "InvalidInput"},
+		{"DeleteGarbage", "DELETE", one("garbage"), "", 400, "InvalidInput"},
+		{"UnterminatedETag", "PUT", one(`W/"abc`), "", 400, "InvalidInput"},
+		{"TwoETags", "PUT", one(string(up.ETag) + ", " + stale), "", 400, "InvalidInput"},
+		{"TwoIfMatchHeaders", "PUT", []string{"*", string(up.ETag)}, "", 400, "InvalidInput"},
+		{"ReplaceEmptyIfMatch", "PUT", one(""), "", 400, "InvalidInput"},
+		{"MergeEmptyIfMatch", "MERGE", one(""), "", 400, "InvalidInput"},
+		{"PostMergeEmptyIfMatch", "POST", one(""), "MERGE", 400, "InvalidInput"},
+		{"DeleteEmptyIfMatch", "DELETE", one(""), "", 400, "InvalidInput"},
+		{"DeleteNoIfMatch", "DELETE", nil, "", 400, "MissingRequiredHeader"},
+		{"PostDeleteNoIfMatch", "POST", nil, "DELETE", 400, "MissingRequiredHeader"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			before := e.tableSnapshot(table)
-			h := map[string]string{"If-Match": tc.ifMatch, "X-HTTP-Method": tc.xMethod}
-			var b []byte
-			if tc.method != "DELETE" && tc.xMethod != "DELETE" {
-				b = body
-			}
-			r := e.send(rawReq{method: tc.method, path: path, header: h, body: b})
-			wantError(t, r, tc.status, tc.code)
-			if e.tableSnapshot(table) != before {
-				t.Fatal("the refused request changed the entity")
+			// On the entity, and on a missing one, which an If-Match
+			// taken for absent would create.
+			for _, p := range []string{path, e.entityPath(table, "p", "missing")} {
+				before := e.tableSnapshot(table)
+				req := rawReq{method: tc.method, path: p, header: map[string]string{"X-HTTP-Method": tc.xMethod}}
+				for _, v := range tc.ifMatch {
+					req.add = append(req.add, [2]string{"If-Match", v})
+				}
+				if tc.method != "DELETE" && tc.xMethod != "DELETE" {
+					req.body = body
+				}
+				status, code := tc.status, tc.code
+				if p != path && status == 412 {
+					status, code = 404, "ResourceNotFound" // a condition on a missing entity
+				}
+				wantError(t, e.send(req), status, code)
+				if e.tableSnapshot(table) != before {
+					t.Fatalf("the refused request to %s changed the table", p)
+				}
 			}
 		})
 	}

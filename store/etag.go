@@ -89,23 +89,29 @@ func formatETagHash(ts int64, xmin, keys uint32) string {
 	return string(append(b, '"'))
 }
 
-// ParseMatch parses an If-Match header value. An empty value is no
-// condition; "*" matches any entity; one of our ETags matches that version;
-// any other well-formed entity tag (such as one issued by Azure) matches
-// nothing; anything else is invalid input.
-func ParseMatch(header string) (Match, error) {
-	v := strings.TrimSpace(header)
-	switch {
-	case v == "":
+// ParseMatch parses the values of the If-Match header; nil means the
+// header is absent, which is no condition. "*" matches any entity; one of
+// our ETags matches that version; any other weak entity tag (W/"...", or
+// w/"..." as some clients write it), such as one issued by Azure, matches
+// nothing. Everything else is invalid input: a header that is present but
+// empty (never taken for an absent one, which would turn an update into an
+// upsert), more than one value, a strong entity tag, which pgtables never
+// issues, and any other text.
+func ParseMatch(values []string) (Match, error) {
+	if values == nil {
 		return Match{}, nil
-	case v == "*":
-		return MatchAny, nil
 	}
-	if ts, xmin, keys, ok := parseETag(v); ok {
-		return Match{kind: matchETag, ts: ts, xmin: xmin, keys: keys}, nil
-	}
-	if wellFormedETag(v) {
-		return Match{kind: matchNever}, nil
+	v := strings.TrimSpace(strings.Join(values, ", "))
+	if len(values) == 1 {
+		if v == "*" {
+			return MatchAny, nil
+		}
+		if ts, xmin, keys, ok := parseETag(v); ok {
+			return Match{kind: matchETag, ts: ts, xmin: xmin, keys: keys}, nil
+		}
+		if weakETag(v) {
+			return Match{kind: matchNever}, nil
+		}
 	}
 	return Match{}, odata.Detailf(odata.ErrInvalidInput,
 		"The etag value '%s' specified in one of the request headers is not valid. Please make sure only one etag value is specified and is valid.", odata.Truncate(v, 128))
@@ -137,10 +143,13 @@ func parseETag(v string) (ts int64, xmin, keys uint32, ok bool) {
 	return ts, uint32(x), uint32(k), true
 }
 
-// wellFormedETag accepts an RFC 9110 entity-tag: optional W/ and a quoted
+// weakETag accepts an RFC 9110 weak entity-tag: W/ (or w/) and a quoted
 // string of visible characters other than '"'.
-func wellFormedETag(v string) bool {
-	v = strings.TrimPrefix(v, "W/")
+func weakETag(v string) bool {
+	if len(v) < 2 || v[0] != 'W' && v[0] != 'w' || v[1] != '/' {
+		return false
+	}
+	v = v[2:]
 	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
 		return false
 	}

@@ -57,7 +57,7 @@ func TestETagRoundTrip(t *testing.T) {
 	for _, ts := range []int64{odata.MinDateTime, odata.Ticks(time.Now()), odata.MaxDateTime} {
 		for _, xmin := range []uint32{0, 1, 1 << 31, 1<<32 - 1} {
 			tag := formatETag(ts, xmin, "p", "r")
-			m, err := ParseMatch(tag)
+			m, err := ParseMatch([]string{tag})
 			if err != nil || m.kind != matchETag || m.ts != ts || m.xmin != xmin {
 				t.Errorf("ParseMatch(%q) = %+v, %v", tag, m, err)
 			}
@@ -78,22 +78,33 @@ func TestETagRoundTrip(t *testing.T) {
 
 func TestParseMatch(t *testing.T) {
 	t.Parallel()
+	ours := formatETag(odata.Ticks(time.Now()), 7, "p", "r")
 	tests := []struct {
-		in   string
+		in   []string
 		kind matchKind
 		err  bool
 	}{
-		{"", matchNone, false},
-		{"*", matchAny, false},
-		{` * `, matchAny, false},
-		{`W/"datetime'2020-01-01T00%3A00%3A00.0000000Z'"`, matchNever, false}, // Azure's shape, not ours
-		{`"abc"`, matchNever, false},
-		{`W/"datetime'2020-01-01T00%3A00%3A00.0000000Z'-x"`, matchNever, false},
-		{`W/"datetime'2020-01-01T00%3A00%3A00.0000000Z'-99999999999"`, matchNever, false},
-		{"garbage", 0, true},
-		{`W/abc`, 0, true},
-		{`"a"b"`, 0, true},
-		{`"a", "b"`, 0, true},
+		{nil, matchNone, false},
+		{[]string{"*"}, matchAny, false},
+		{[]string{` * `}, matchAny, false},
+		{[]string{ours}, matchETag, false},
+		{[]string{`W/"datetime'2020-01-01T00%3A00%3A00.0000000Z'"`}, matchNever, false}, // Azure's shape, not ours
+		{[]string{`w/"datetime'2020-01-01T00%3A00%3A00.0000000Z'"`}, matchNever, false}, // lower-case weak prefix
+		{[]string{"w" + ours[1:]}, matchNever, false},
+		{[]string{`W/"datetime'2020-01-01T00%3A00%3A00.0000000Z'-x"`}, matchNever, false},
+		{[]string{`W/"datetime'2020-01-01T00%3A00%3A00.0000000Z'-99999999999"`}, matchNever, false},
+		{[]string{""}, 0, true}, // present but empty: never an upsert
+		{[]string{"  "}, 0, true},
+		{[]string{`"abc"`}, 0, true}, // strong: never ours
+		{[]string{ours[2:]}, 0, true},
+		{[]string{"*", "*"}, 0, true},
+		{[]string{ours, ours}, 0, true},
+		{[]string{"garbage"}, 0, true},
+		{[]string{`W/abc`}, 0, true},
+		{[]string{`X/"abc"`}, 0, true},
+		{[]string{`"a"b"`}, 0, true},
+		{[]string{`"a", "b"`}, 0, true},
+		{[]string{`W/"a", W/"b"`}, 0, true},
 	}
 	for _, tt := range tests {
 		m, err := ParseMatch(tt.in)
@@ -172,7 +183,7 @@ func TestWrites(t *testing.T) {
 	if _, err := write(Write{Op: OpInsert, PartitionKey: "p", RowKey: "r"}); !errors.Is(err, ErrEntityExists) {
 		t.Fatalf("duplicate insert: %v", err)
 	}
-	stale, _ := ParseMatch(r1.ETag)
+	stale, _ := ParseMatch([]string{r1.ETag})
 	r2, err := write(Write{Op: OpMerge, PartitionKey: "p", RowKey: "r", Properties: props("C", 2.5), Match: stale})
 	if err != nil {
 		t.Fatal(err)
