@@ -165,8 +165,8 @@ func entityQuery(query url.Values) (store.EntityQuery, []string, error) {
 	// a long $select makes a page of small entities large. Keep the page's
 	// selected part within selectPageBytes; the page ends early with a
 	// continuation instead, as pages may.
-	if n := selectCost(sel); n > 0 {
-		q.Top = max(1, min(q.Top, selectPageBytes/n))
+	if n := selectCost(sel); n > 0 && q.Top > selectPageBytes/n {
+		q.Top = max(1, selectPageBytes/n)
 	}
 	return q, sel, nil
 }

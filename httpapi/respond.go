@@ -147,14 +147,17 @@ func (rq *request) writeNoContent(status int) error {
 }
 
 // checkQueryOptions rejects the OData system query options the Table
-// service does not implement.
+// service does not implement (501, rest-protocol.md §5.6), and any other
+// name starting with '$', which is no option at all: the client's error.
 func checkQueryOptions(query url.Values) error {
 	for name := range query {
 		if strings.HasPrefix(name, "$") {
 			switch name {
 			case "$filter", "$select", "$top", "$format":
+			case "$orderby", "$skip", "$expand", "$count", "$inlinecount", "$skiptoken", "$search":
+				return odata.Detailf(odata.ErrNotImplemented, "The query option %s is not supported.", name)
 			default:
-				return odata.Detailf(odata.ErrNotImplemented, "The query option %s is not supported.", odata.Truncate(name, 40))
+				return odata.Detailf(odata.ErrInvalidInput, "The query parameter '%s' begins with a system-reserved '$' character but is not recognized.", odata.Truncate(name, 40))
 			}
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"github.com/pgtables/pgtables/odata"
 	"github.com/pgtables/pgtables/store"
 )
 
@@ -1085,6 +1086,40 @@ func TestFilterEmpty(t *testing.T) {
 			wantError(t, r, 501, "NotImplemented")
 		}
 	}
+}
+
+// TestTopZero checks that $top=0 answers 200 with no entities (or tables)
+// and no continuation, as Azure does, whatever the table holds; Storage
+// Explorer sends it. A missing table is still 404.
+func TestTopZero(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c, name := e.newTable()
+	for i := range 3 {
+		if _, err := c.AddEntity(bg, mustJSON(t, map[string]any{"PartitionKey": "p", "RowKey": fmt.Sprint(i)}), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, path := range []string{
+		e.tablePath(name) + "()?$top=0",
+		e.tablePath(name) + "()?$top=0&$filter=PartitionKey%20eq%20'p'",
+		e.tablePath(name) + "()?$top=0&$filter=RowKey%20gt%20'0'&$select=RowKey",
+		e.tablePath(name) + "()?$top=0&NextPartitionKey=" + odata.EncodeContinuation("p"),
+		"/devstoreaccount1/Tables?$top=0",
+		"/devstoreaccount1/Tables?$top=000&$filter=TableName%20eq%20'" + name + "'",
+	} {
+		r := e.send(rawReq{method: "GET", path: path})
+		wantStatus(t, r, 200)
+		if v := rawValue(t, r.body); len(v) != 0 {
+			t.Errorf("%s: %d items", path, len(v))
+		}
+		for h := range r.header {
+			if strings.HasPrefix(strings.ToLower(h), "x-ms-continuation") {
+				t.Errorf("%s: continuation %s: %s", path, h, r.header.Get(h))
+			}
+		}
+	}
+	wantError(t, e.send(rawReq{method: "GET", path: e.tablePath("nosuchtable") + "()?$top=0"}), 404, "TableNotFound")
 }
 
 // TestFilterBoundedScan runs filters on a server whose scans read 16 rows a

@@ -212,13 +212,14 @@ func TestMalformedRequests(t *testing.T) {
 		{"XMethodTwice", rawReq{method: "POST", path: ep, body: []byte(`{"A":1}`), add: [][2]string{{"X-HTTP-Method", "MERGE"}, {"X-HTTP-Method", "MERGE"}}}, 400, "XMethodIncorrectCount"},
 
 		// Bad query options.
-		{"TopZero", get(tq + "?$top=0"), 400, "InvalidInput"},
 		{"Top1001", get(tq + "?$top=1001"), 400, "InvalidInput"},
 		{"TopNegative", get(tq + "?%24top=-1"), 400, "InvalidInput"},
 		{"TopNotANumber", get(tq + "?$top=abc"), 400, "InvalidInput"},
 		{"TopEmpty", get(tq + "?$top="), 400, "InvalidInput"},
 		{"TopHuge", get(tq + "?$top=99999999999999999999"), 400, "InvalidInput"},
-		{"TablesTopZero", get(acct + "/Tables?$top=0"), 400, "InvalidInput"},
+		{"UnknownOption", get(tq + "?$foo=1"), 400, "InvalidInput"},
+		{"UnknownOptionTables", get(acct + "/Tables?%24bar"), 400, "InvalidInput"},
+		{"OptionWrongCase", get(tq + "?$Top=1"), 400, "InvalidInput"},
 		{"OrderBy", get(tq + "?$orderby=RowKey"), 501, "NotImplemented"},
 		{"Skip", get(tq + "?%24skip=1"), 501, "NotImplemented"},
 		{"Expand", get(acct + "/Tables?$expand=x"), 501, "NotImplemented"},

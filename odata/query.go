@@ -49,7 +49,8 @@ func contains(names []string, name string) bool {
 	return false
 }
 
-// ParseTop parses $top.
+// ParseTop parses $top: 0 to 1000. 0 asks for no entities at all (Azure
+// answers it with an empty page; Storage Explorer sends it).
 func ParseTop(s string) (int, error) {
 	t := strings.TrimSpace(s)
 	ok := t != "" && len(t) <= 10
@@ -57,9 +58,9 @@ func ParseTop(s string) (int, error) {
 		ok = isDigit(t[i])
 	}
 	if ok {
-		if n, err := strconv.Atoi(t); err == nil && n >= 1 && n <= maxTop {
+		if n, err := strconv.Atoi(t); err == nil && n >= 0 && n <= maxTop {
 			return n, nil
 		}
 	}
-	return 0, Detailf(ErrInvalidInput, "The $top value '%s' is not valid; it must be an integer from 1 to %d.", truncateForMessage(s), maxTop)
+	return 0, Detailf(ErrInvalidInput, "The $top value '%s' is not valid; it must be an integer from 0 to %d.", truncateForMessage(s), maxTop)
 }

@@ -39,7 +39,7 @@ var entitySchema = filter.Schema{
 // EntityQuery selects a page of entities of one table.
 type EntityQuery struct {
 	Filter *filter.Expr // nil: all entities
-	Top    int          // page size, 1..1000
+	Top    int          // page size, 0..1000; 0 returns no entities
 	// Continuation: start at (FromPK, FromRK), or at FromPK when only it is
 	// set.
 	FromPK, FromRK       string
@@ -73,6 +73,12 @@ func (s *Store) QueryEntities(ctx context.Context, account, table string, q Enti
 	sql, args, err := queryEntitiesSQL(account, table, q)
 	if err != nil {
 		return nil, err
+	}
+	if q.Top == 0 {
+		// No continuation either: a pager that repeats $top=0 would
+		// follow it forever.
+		page := &EntityPage{}
+		return page, s.emptyPageTable(ctx, page, account, table)
 	}
 	ranges, exact := filter.KeyRanges(q.Filter, "PartitionKey", "RowKey")
 	if q.Filter == nil || exact {

@@ -76,7 +76,7 @@ func (s *Store) tableExists(ctx context.Context, q querier, account, name string
 // TableQuery selects a page of tables.
 type TableQuery struct {
 	Filter *filter.Expr // nil: all tables
-	Top    int          // page size, 1..1000
+	Top    int          // page size, 0..1000; 0 returns no tables
 	From   string       // continuation: the lower-cased name to start at
 }
 
@@ -97,6 +97,9 @@ func (s *Store) QueryTables(ctx context.Context, account string, q TableQuery) (
 		}
 		sql += " AND (" + cond + ")"
 		args = append(args, fargs...)
+	}
+	if q.Top == 0 {
+		return &TablePage{}, nil // no continuation, as for entities
 	}
 	sql += fmt.Sprintf("%s%d", sqlQueryTablesOrder, q.Top+1)
 	rows, err := s.pool.Query(ctx, sql, args...)
