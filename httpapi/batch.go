@@ -278,7 +278,7 @@ func (rq *request) prepareChangeset(subs []*subRequest) (ops []batchOp, writes [
 func (rq *request) prepareOp(op *batchOp) (store.Write, error) {
 	sub := op.sub
 	host, reqURI := splitAbsolute(sub.target, rq.r().Host)
-	t, err := route(host, reqURI, rq.srv.knownAccount, rq.srv.cfg.ServiceDomains)
+	t, err := routeKeys(host, reqURI, rq.srv.knownAccount, rq.srv.cfg.ServiceDomains, goSDK(rq.r().Header))
 	if err != nil {
 		return store.Write{}, odata.Detailf(odata.ErrInvalidInput, "The batch operation's URL does not address an entity.")
 	}
@@ -388,7 +388,7 @@ func splitAbsolute(target, defaultHost string) (host, requestURI string) {
 // batchQuery answers a batch whose only request is a GET.
 func (rq *request) batchQuery(w *batchWriter, sub *subRequest, db batchStore) {
 	host, reqURI := splitAbsolute(sub.target, rq.r().Host)
-	t, err := route(host, reqURI, rq.srv.knownAccount, rq.srv.cfg.ServiceDomains)
+	t, err := routeKeys(host, reqURI, rq.srv.knownAccount, rq.srv.cfg.ServiceDomains, goSDK(rq.r().Header))
 	if err == nil && (t.account != rq.t.account || (t.kind != resEntity && t.kind != resEntitySet)) {
 		err = errInvalidURI
 	}

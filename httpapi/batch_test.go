@@ -327,6 +327,7 @@ func lfOnly(s string) string { return strings.ReplaceAll(s, "\r\n", "\n") }
 type batchFixture struct {
 	name string
 	host string // outer request Host; default 127.0.0.1:10002 (path-style)
+	ua   string // outer request User-Agent
 	ct   string
 	body string
 	ops  []wantSubRequest
@@ -362,6 +363,9 @@ var goOps = []wantSubRequest{
 		"", map[string]string{"If-Match": "*", "Content-Length": ""}},
 }
 
+// goUserAgent is what azcore sends for aztables.
+const goUserAgent = "azsdk-go-aztables/v1.3.0 (go1.26.8; linux)"
+
 var goWrites = []wantWrite{
 	{store.OpInsert, "p'1", "r 1", "", odata.MinimalMetadata, "return-no-content", 1},
 	{store.OpMerge, "p'1", "r2", "etag", odata.MinimalMetadata, "", 0},
@@ -370,8 +374,8 @@ var goWrites = []wantWrite{
 }
 
 var batchFixtures = []batchFixture{
-	{name: "Go", ct: goBatchCT, body: goBody, ops: goOps, writes: goWrites},
-	{name: "GoLFOnly", ct: goBatchCT, body: lfOnly(goBody), ops: goOps, writes: goWrites},
+	{name: "Go", ua: goUserAgent, ct: goBatchCT, body: goBody, ops: goOps, writes: goWrites},
+	{name: "GoLFOnly", ua: goUserAgent, ct: goBatchCT, body: lfOnly(goBody), ops: goOps, writes: goWrites},
 	{name: "JS", ct: jsBatchCT, body: jsBody,
 		ops: []wantSubRequest{
 			{"POST", "http://127.0.0.1:10002/devstoreaccount1/mytable", `{"PartitionKey":"p'1","RowKey":"r 1","V":1}`,
@@ -487,8 +491,8 @@ func TestReadBatchSDKShapes(t *testing.T) {
 }
 
 // newBatchTestRequest returns a request as handle leaves it for POST
-// /$batch from host, without a database.
-func newBatchTestRequest(t testing.TB, host string) (*request, *httptest.ResponseRecorder) {
+// /$batch from host and a client of that User-Agent, without a database.
+func newBatchTestRequest(t testing.TB, host, userAgent string) (*request, *httptest.ResponseRecorder) {
 	t.Helper()
 	if host == "" {
 		host = "127.0.0.1:10002"
@@ -500,6 +504,7 @@ func newBatchTestRequest(t testing.TB, host string) (*request, *httptest.Respons
 	}
 	r := httptest.NewRequest(http.MethodPost, path, nil)
 	r.Host = host
+	r.Header.Set("User-Agent", userAgent)
 	rec := httptest.NewRecorder()
 	rq := &request{srv: srv, c: srv.echo.NewContext(r, rec), id: newRequestID()}
 	t1, err := route(r.Host, r.RequestURI, srv.knownAccount, nil)
@@ -522,7 +527,7 @@ func TestPrepareChangesetSDKShapes(t *testing.T) {
 			if err != nil {
 				t.Fatalf("readBatch: %v", err)
 			}
-			rq, _ := newBatchTestRequest(t, fx.host)
+			rq, _ := newBatchTestRequest(t, fx.host, fx.ua)
 			ops, writes, table, failed, err := rq.prepareChangeset(br.changeset)
 			if err != nil {
 				t.Fatalf("operation %d refused: %v", failed, err)
@@ -817,13 +822,13 @@ func parseBatchAnswer(status int, header http.Header, body []byte, query bool) (
 
 // answer runs body through the batch handler's steps on db and parses
 // the multipart answer.
-func answer(t *testing.T, host, ct, body string, db batchStore) ([]subAnswer, *batchRequest) {
+func answer(t *testing.T, host, userAgent, ct, body string, db batchStore) ([]subAnswer, *batchRequest) {
 	t.Helper()
 	br, err := readBatch(ct, []byte(body))
 	if err != nil {
 		t.Fatalf("readBatch: %v", err)
 	}
-	rq, rec := newBatchTestRequest(t, host)
+	rq, rec := newBatchTestRequest(t, host, userAgent)
 	w := newBatchWriter()
 	if err := rq.answerBatch(w, br, db); err != nil {
 		t.Fatalf("answerBatch: %v", err)
@@ -847,7 +852,7 @@ func TestAnswerBatchSuccess(t *testing.T) {
 		t.Run(fx.name, func(t *testing.T) {
 			t.Parallel()
 			db := &fakeBatchStore{}
-			subs, _ := answer(t, fx.host, fx.ct, fx.body, db)
+			subs, _ := answer(t, fx.host, fx.ua, fx.ct, fx.body, db)
 			if db.calls != 1 {
 				t.Fatalf("store called %d times", db.calls)
 			}
@@ -888,7 +893,7 @@ func TestAnswerBatchInsertWithContent(t *testing.T) {
 		lines("POST http://127.0.0.1:10002/devstoreaccount1/mytable HTTP/1.1", "Content-Type: application/json", "Prefer: return-content", "",
 			`{"PartitionKey":"p","RowKey":"b","V":2}`),
 	)
-	subs, _ := answer(t, "", ct, body, &fakeBatchStore{})
+	subs, _ := answer(t, "", "", ct, body, &fakeBatchStore{})
 	if len(subs) != 2 {
 		t.Fatalf("got %d sub-responses", len(subs))
 	}
@@ -984,7 +989,7 @@ func TestAnswerBatchFailures(t *testing.T) {
 			t.Parallel()
 			db := &fakeBatchStore{fail: tc.fail}
 			ct, body := batch(tc.parts...)
-			subs, _ := answer(t, "", ct, body, db)
+			subs, _ := answer(t, "", "", ct, body, db)
 			if stored := db.calls > 0; stored != tc.stored {
 				t.Errorf("store asked: %v, want %v", stored, tc.stored)
 			}
@@ -1017,7 +1022,7 @@ func TestAnswerBatchUnavailable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rq, _ := newBatchTestRequest(t, "")
+	rq, _ := newBatchTestRequest(t, "", "")
 	err = rq.answerBatch(newBatchWriter(), br, &fakeBatchStore{fail: fmt.Errorf("%w: connection reset", store.ErrUnavailable)})
 	if ae, _, _ := lookupError(err); ae.status != http.StatusServiceUnavailable || ae.code != "ServerBusy" {
 		t.Errorf("got %d %s (%v), want the whole request to fail with 503 ServerBusy", ae.status, ae.code, err)
@@ -1046,7 +1051,7 @@ func TestAnswerQueryBatch(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ct, body := query(tc.target)
-			subs, _ := answer(t, "", ct, body, &fakeBatchStore{})
+			subs, _ := answer(t, "", "", ct, body, &fakeBatchStore{})
 			if len(subs) != 1 || subs[0].status != tc.status || subs[0].code != tc.code {
 				t.Fatalf("got %+v, want one %d %s", subs, tc.status, tc.code)
 			}
@@ -1095,7 +1100,7 @@ func FuzzReadBatch(f *testing.F) {
 		if mode > 0 && br.query == nil {
 			db.fail = &store.BatchError{Index: int(mode) % len(br.changeset), Err: failures[int(mode)%len(failures)]}
 		}
-		rq, rec := newBatchTestRequest(t, "")
+		rq, rec := newBatchTestRequest(t, "", "")
 		w := newBatchWriter()
 		if err := rq.answerBatch(w, br, db); err != nil {
 			t.Fatalf("answerBatch: %v", err)

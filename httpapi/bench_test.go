@@ -77,7 +77,7 @@ func BenchmarkAnswerBatch100(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		rq, _ := newBatchTestRequest(b, "")
+		rq, _ := newBatchTestRequest(b, "", "")
 		w := newBatchWriter()
 		if err := rq.answerBatch(w, br, &fakeBatchStore{}); err != nil {
 			b.Fatal(err)

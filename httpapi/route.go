@@ -89,8 +89,16 @@ func hostAccount(host string, known func(string) bool, domains []string) (accoun
 }
 
 // route parses a request-target into a target. Host-style requests carry
-// the account in the Host; otherwise it is the first path segment.
+// the account in the Host; otherwise it is the first path segment. Key
+// predicates are strict OData literals.
 func route(host, requestURI string, known func(string) bool, domains []string) (*target, error) {
+	return routeKeys(host, requestURI, known, domains, false)
+}
+
+// routeKeys is route, reading key predicates leniently when asked: for the
+// batches of the Go SDK, which writes quotes in keys without doubling them
+// (parseKeyPredicate).
+func routeKeys(host, requestURI string, known func(string) bool, domains []string, lenientKeys bool) (*target, error) {
 	rawPath, rawQuery := splitRequestTarget(requestURI)
 	t := &target{rawPath: rawPath, rawQuery: rawQuery}
 	if !strings.HasPrefix(rawPath, "/") {
@@ -112,7 +120,7 @@ func route(host, requestURI string, known func(string) bool, domains []string) (
 			rest = ""
 		}
 	}
-	if err := t.parseResource(rest); err != nil {
+	if err := t.parseResource(rest, lenientKeys); err != nil {
 		return nil, err
 	}
 	return t, nil
@@ -120,7 +128,7 @@ func route(host, requestURI string, known func(string) bool, domains []string) (
 
 // parseResource parses the resource path after the account: "" or "/",
 // or one segment naming Tables, $batch, a table or an entity.
-func (t *target) parseResource(rest string) error {
+func (t *target) parseResource(rest string, lenientKeys bool) error {
 	if rest == "" || rest == "/" {
 		t.kind = resService
 		return nil
@@ -162,7 +170,7 @@ func (t *target) parseResource(rest string) error {
 		if err != nil {
 			return err
 		}
-		pk, rk, err := parseKeyPredicate(lit)
+		pk, rk, err := parseKeyPredicate(lit, lenientKeys)
 		if err != nil {
 			return err
 		}
@@ -182,13 +190,17 @@ func unescapePredicate(s string) (string, error) {
 }
 
 // parseKeyPredicate reads PartitionKey='..',RowKey='..' (decoded), where a
-// quote inside a value is doubled. Go's aztables sends batch sub-request
-// URLs without doubling; when the strict reading fails, the values are taken
-// verbatim between the first PartitionKey=' and the last ',RowKey=' and the
-// final quote.
-func parseKeyPredicate(s string) (pk, rk string, err error) {
+// quote inside a value is doubled; anything else, such as an undoubled
+// quote or a third key, is an invalid URI. Go's aztables sends batch
+// sub-request URLs without doubling: for them (lenient), when the strict
+// reading fails, the values are taken verbatim between the first
+// PartitionKey=' and the last ',RowKey=' and the final quote.
+func parseKeyPredicate(s string, lenient bool) (pk, rk string, err error) {
 	if pk, rk, ok := scanKeyPredicate(s); ok {
 		return pk, rk, nil
+	}
+	if !lenient {
+		return "", "", errInvalidURI
 	}
 	const pkOpen, rkOpen = "PartitionKey='", "',RowKey='"
 	i := strings.Index(s, pkOpen)

@@ -43,8 +43,6 @@ func TestRoute(t *testing.T) {
 			target{account: DevAccount, pathStyle: true, kind: resEntity, table: "t", pk: "a", rk: "b"}},
 		{"empty keys", "127.0.0.1:10002", "/devstoreaccount1/t(PartitionKey='',RowKey='')",
 			target{account: DevAccount, pathStyle: true, kind: resEntity, table: "t"}},
-		{"go batch undoubled quote", "127.0.0.1:10002", "/devstoreaccount1/t(PartitionKey='p%271',RowKey='r2')",
-			target{account: DevAccount, pathStyle: true, kind: resEntity, table: "t", pk: "p'1", rk: "r2"}},
 		{"absolute form", "ignored", "http://127.0.0.1:10002/devstoreaccount1/Tables",
 			target{account: DevAccount, pathStyle: true, kind: resTables}},
 		{"host style", "devstoreaccount1.table.example.com", "/mytable()",
@@ -80,6 +78,12 @@ func TestRouteRejects(t *testing.T) {
 		"/devstoreaccount1/t(PartitionKey='a',RowKey='b'",
 		"/devstoreaccount1/t(PartitionKey='a',RowKey='b')x",
 		"/devstoreaccount1/t(RowKey='b',PartitionKey='a')",
+		// Strict literals: an undoubled quote, or a key too many.
+		"/devstoreaccount1/t(PartitionKey='p%271',RowKey='r2')",
+		"/devstoreaccount1/t(PartitionKey='p',RowKey='a',Other='x')",
+		"/devstoreaccount1/t(PartitionKey='p',RowKey='a'')",
+		"/devstoreaccount1/t(PartitionKey='p',RowKey='r',PartitionKey='q')",
+		"/devstoreaccount1/t(PartitionKey='p'x,RowKey='r')",
 		"/devstoreaccount1/t(PartitionKey='%zz',RowKey='b')",
 		"/devstoreaccount1/Tables('a'",
 		"/devstoreaccount1/Tables(a)",
@@ -87,6 +91,23 @@ func TestRouteRejects(t *testing.T) {
 	} {
 		if got, err := route("127.0.0.1", uri, devKnown, nil); err == nil {
 			t.Errorf("route(%q) = %+v, want error", uri, *got)
+		}
+	}
+}
+
+// TestRouteLenientKeys: the key rule of the Go SDK's batches, which write
+// quotes in keys undoubled; a doubled quote still reads as one.
+func TestRouteLenientKeys(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ uri, pk, rk string }{
+		{"/devstoreaccount1/t(PartitionKey='p%271',RowKey='r2')", "p'1", "r2"},
+		{"/devstoreaccount1/t(PartitionKey='p%27%271',RowKey='r2')", "p'1", "r2"},
+		{"/devstoreaccount1/t(PartitionKey=''',RowKey='a'b')", "'", "a'b"},
+		{"/devstoreaccount1/t(PartitionKey='p',RowKey='a',Other='x')", "p", "a',Other='x"},
+	} {
+		got, err := routeKeys("127.0.0.1:10002", tt.uri, devKnown, nil, true)
+		if err != nil || got.kind != resEntity || got.pk != tt.pk || got.rk != tt.rk {
+			t.Errorf("routeKeys(%q, lenient) = %+v, %v; want keys %q, %q", tt.uri, got, err, tt.pk, tt.rk)
 		}
 	}
 }
@@ -121,7 +142,7 @@ func FuzzRoute(f *testing.F) {
 			return
 		}
 		esc := func(s string) string { return strings.ReplaceAll(s, "'", "''") }
-		pk, rk, err := parseKeyPredicate("PartitionKey='" + esc(got.pk) + "',RowKey='" + esc(got.rk) + "'")
+		pk, rk, err := parseKeyPredicate("PartitionKey='"+esc(got.pk)+"',RowKey='"+esc(got.rk)+"'", false)
 		if err != nil {
 			t.Fatalf("re-parse of %q/%q: %v", got.pk, got.rk, err)
 		}

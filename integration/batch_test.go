@@ -510,6 +510,42 @@ func TestBatchFailures(t *testing.T) {
 			}
 		}
 	})
+	t.Run("KeyLiterals", func(t *testing.T) {
+		t.Parallel()
+		c, table := e.newTable()
+		if _, err := c.AddEntity(ctx, batchEntity(t, "p", "a", nil), nil); err != nil {
+			t.Fatal(err)
+		}
+		put := func(pred string) string {
+			return subOp("PUT", table+"("+pred+")", nil, `{"V":2}`)
+		}
+		// Strict OData literals: an undoubled quote or an extra key refuses
+		// the batch, whatever the body says.
+		for _, pred := range []string{"PartitionKey='p',RowKey='a',Other='x'", "PartitionKey='p',RowKey='a'b'", "PartitionKey='p',RowKey='a',RowKey='b'"} {
+			before := tableRows(t, e, table)
+			ct, body := rawBatch(insertOp(table, "p", "n", true), put(pred))
+			r := e.do("POST", "/devstoreaccount1/$batch", map[string]string{"Content-Type": ct}, body)
+			if r.status != http.StatusAccepted {
+				t.Fatalf("%s: status %d: %s", pred, r.status, trunc(r.body))
+			}
+			subs := readBatchAnswer(t, r.header, r.body)
+			if status, code, index := subError(t, subs[0]); status != 400 || code != "InvalidInput" || index != 1 {
+				t.Errorf("%s: got %d %s at %d, want 400 InvalidInput at 1", pred, status, code, index)
+			}
+			wantUnchanged(t, e, table, before)
+		}
+		// The Go SDK writes keys undoubled in its batches: from it, the
+		// predicate is read as the key it meant.
+		ct, body := rawBatch(put("PartitionKey='p',RowKey='it's'"))
+		r := e.do("POST", "/devstoreaccount1/$batch", map[string]string{"Content-Type": ct, "User-Agent": "azsdk-go-aztables/v1.3.0 (go1.26.8; linux)"}, body)
+		if r.status != http.StatusAccepted {
+			t.Fatalf("Go batch: status %d: %s", r.status, trunc(r.body))
+		}
+		if subs := readBatchAnswer(t, r.header, r.body); len(subs) != 1 || subs[0].status != 204 {
+			t.Fatalf("Go batch: %+v", subs)
+		}
+		wantProps(t, c, "p", "it's", map[string]any{"V": int32(2)})
+	})
 	t.Run("MixedTables", func(t *testing.T) {
 		t.Parallel()
 		_, t1 := e.newTable()

@@ -136,6 +136,14 @@ func TestMalformedRequests(t *testing.T) {
 		{"WrongKeyName", get(tp + "(PK='p',RowKey='r')"), 400, "InvalidUri"},
 		{"UnquotedKeys", get(tp + "(PartitionKey=p,RowKey=r)"), 400, "InvalidUri"},
 		{"TextAfterPredicate", get(tp + "(PartitionKey='p',RowKey='r')x"), 400, "InvalidUri"},
+		// Key predicates are strict OData literals: an undoubled quote or a
+		// third key is never read as an entity with a strange key.
+		{"UndoubledQuoteInURLKey", get(tp + "(PartitionKey='p',RowKey='a'b')"), 400, "InvalidUri"},
+		{"UpsertUndoubledQuote", rawReq{method: "PUT", path: tp + "(PartitionKey='p',RowKey='a%27b')", body: []byte(`{"A":1}`)}, 400, "InvalidUri"},
+		{"UpsertExtraKey", rawReq{method: "PUT", path: tp + "(PartitionKey='p',RowKey='a',Other='x')", body: []byte(`{"A":1}`)}, 400, "InvalidUri"},
+		{"MergeExtraKey", rawReq{method: "MERGE", path: tp + "(PartitionKey='p',RowKey='r',RowKey='x')", body: []byte(`{"A":1}`)}, 400, "InvalidUri"},
+		{"DeleteExtraKey", rawReq{method: "DELETE", path: tp + "(PartitionKey='p',RowKey='r',Other='x')", header: map[string]string{"If-Match": "*"}}, 400, "InvalidUri"},
+		{"DeleteQuotedComma", rawReq{method: "DELETE", path: tp + "(PartitionKey='p'',RowKey='r')", header: map[string]string{"If-Match": "*"}}, 400, "InvalidUri"},
 		{"UnterminatedTableLiteral", rawReq{method: "DELETE", path: acct + "/Tables('abc"}, 400, "InvalidUri"},
 		{"UnquotedTableLiteral", rawReq{method: "DELETE", path: acct + "/Tables(abc)"}, 400, "InvalidUri"},
 
