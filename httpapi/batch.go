@@ -108,11 +108,18 @@ func readChangeset(b []byte, boundary string) ([]*subRequest, error) {
 	return ops, nil
 }
 
+// maxSubHeaderBytes bounds the header block of a batch part and of the
+// request in it, as PGTABLES_MAX_HEADER_BYTES bounds a request's by default.
+const maxSubHeaderBytes = 64 << 10
+
 // parseSubRequest reads a request line, headers and body written by hand.
 // http.ReadRequest is not used: it takes a request without Content-Length
 // to have no body, which would drop every body the JS SDK sends. The body
 // is what follows the header block, trimmed: JS adds a blank line before
-// it, and the part's own line ending follows it.
+// it, and the part's own line ending follows it. A Content-Length, when
+// there is one, must agree with that: a body that holds more, or less,
+// than it announces is a framing error, and so is a header block over
+// maxSubHeaderBytes.
 func parseSubRequest(b []byte) (*subRequest, error) {
 	sr := &subRequest{header: make(http.Header, 8)}
 	values := make([]string, 0, 8) // backs the header's one-value slices
@@ -173,7 +180,16 @@ func parseSubRequest(b []byte) (*subRequest, error) {
 			}
 		}
 	}
+	if len(b)-len(rest) > maxSubHeaderBytes {
+		return nil, odata.Detailf(odata.ErrInvalidInput, "A batch operation's headers exceed %d bytes.", maxSubHeaderBytes)
+	}
 	sr.body = bytes.TrimSpace(rest)
+	if cl := sr.header.Values("Content-Length"); cl != nil {
+		n, err := strconv.ParseUint(cl[0], 10, 31)
+		if len(cl) != 1 || err != nil || int(n) < len(sr.body) || int(n) > len(rest) {
+			return nil, odata.Detailf(odata.ErrInvalidInput, "A batch operation's Content-Length (%s) does not match its body of %d bytes.", odata.Truncate(strings.Join(cl, ", "), 40), len(sr.body))
+		}
+	}
 	return sr, nil
 }
 

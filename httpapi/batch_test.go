@@ -629,6 +629,13 @@ func TestReadBatchErrors(t *testing.T) {
 		{"HeaderNameWithSpace", "POST /devstoreaccount1/mytable HTTP/1.1\r\nContent Type: application/json\r\n\r\n{}"},
 		{"HeaderEmptyName", "POST /devstoreaccount1/mytable HTTP/1.1\r\n: application/json\r\n\r\n{}"},
 		{"HeaderFolded", "POST /devstoreaccount1/mytable HTTP/1.1\r\nContent-Type: application/json\r\n  ;odata=nometadata\r\n\r\n{}"},
+		{"ContentLengthLarger", "POST /devstoreaccount1/mytable HTTP/1.1\r\nContent-Length: 3\r\n\r\n{}"},
+		{"ContentLengthSmaller", "POST /devstoreaccount1/mytable HTTP/1.1\r\nContent-Length: 1\r\n\r\n{}"},
+		{"ContentLengthNegative", "POST /devstoreaccount1/mytable HTTP/1.1\r\nContent-Length: -2\r\n\r\n{}"},
+		{"ContentLengthTwice", "POST /devstoreaccount1/mytable HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}"},
+		{"ContentLengthHex", "POST /devstoreaccount1/mytable HTTP/1.1\r\nContent-Length: 0x2\r\n\r\n{}"},
+		{"HeadersOversized", "POST /devstoreaccount1/mytable HTTP/1.1\r\nX-Pad: " + strings.Repeat("x", maxSubHeaderBytes) + "\r\n\r\n{}"},
+		{"PartHeadersOversized", "POST /devstoreaccount1/mytable HTTP/1.1\r\n\r\n{}\r\n--changeset_t\r\nContent-Type: application/http\r\nX-Pad: " + strings.Repeat("x", maxSubHeaderBytes) + "\r\n\r\n" + insertPart("p", "s")},
 	} {
 		tests = append(tests, struct{ name, ct, body string }{c.name, okCT, bad(c.part)})
 	}

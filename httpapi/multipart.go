@@ -36,6 +36,10 @@ var errHeadersUnterminated = fmt.Errorf("%w: the body ends inside a part's heade
 // maxPartHeaders is mime/multipart's limit on the headers of one part.
 const maxPartHeaders = 10000
 
+// errPartHeadersTooLarge: a part's header block exceeds maxSubHeaderBytes,
+// which mime/multipart allows up to 10 MiB.
+var errPartHeadersTooLarge = fmt.Errorf("%w: a part's headers exceed %d bytes", errMultipart, maxSubHeaderBytes)
+
 // splitMultipart splits body into its parts.
 func splitMultipart(body []byte, boundary string) ([]mimePart, error) {
 	if boundary == "" {
@@ -102,6 +106,7 @@ func readPart(b []byte, dash, nl string) (mimePart, []byte, error) {
 	if len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
 		return p, nil, fmt.Errorf("%w: malformed part header initial line", errMultipart)
 	}
+	start := len(b)
 	for {
 		line, after, ok := headerLine(b)
 		if !ok {
@@ -145,6 +150,9 @@ func readPart(b []byte, dash, nl string) (mimePart, []byte, error) {
 		case strings.EqualFold(name, "Content-Transfer-Encoding") && !haveCTE:
 			qp, haveCTE = strings.EqualFold(value, "quoted-printable"), true
 		}
+	}
+	if start-len(b) > maxSubHeaderBytes {
+		return p, nil, errPartHeadersTooLarge
 	}
 	// Content, up to the line ending before the next delimiter line; a
 	// delimiter right at its start leaves it empty.
