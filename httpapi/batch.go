@@ -611,7 +611,7 @@ func (w *batchWriter) errorPart(rq *request, boundary, prefix string, format oda
 	w.part(boundary, ae.status)
 	w.line("Content-Type: ", format.ContentType())
 	w.line()
-	w.json(appendJSONError(nil, ae.code, errorMessage(prefix+msg, rq.id, odata.Ticks(rq.srv.now())), ""))
+	w.json(appendJSONError(nil, ae.code, errorMessage(prefix+msg, rq.id, odata.Ticks(rq.srv.now()))))
 	w.line()
 }
 

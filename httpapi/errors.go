@@ -133,20 +133,15 @@ func errorMessage(msg, requestID string, now int64) string {
 	return b.String()
 }
 
-// appendJSONError appends the compact one-line odata.error body; a failed
-// batch operation's message starts with its "N:" index. authDetail, when
-// set, adds Azure's AuthenticationErrorDetail member.
-func appendJSONError(dst []byte, code, message, authDetail string) []byte {
+// appendJSONError appends the compact one-line odata.error body, with
+// code and message only, as Azure writes it; a failed batch operation's
+// message starts with its "N:" index.
+func appendJSONError(dst []byte, code, message string) []byte {
 	dst = append(dst, `{"odata.error":{"code":`...)
 	dst = odata.AppendJSONString(dst, code)
 	dst = append(dst, `,"message":{"lang":"en-US","value":`...)
 	dst = odata.AppendJSONString(dst, message)
-	dst = append(dst, '}')
-	if authDetail != "" {
-		dst = append(dst, `,"AuthenticationErrorDetail":`...)
-		dst = odata.AppendJSONString(dst, authDetail)
-	}
-	return append(dst, "}}"...)
+	return append(dst, "}}}"...)
 }
 
 // appendXMLError appends the storage XML error body used by the XML

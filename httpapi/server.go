@@ -403,13 +403,19 @@ func (rq *request) fail(err error) {
 	if ae.status >= 400 && ae.status < 500 && !rq.bodyRead && rq.r().ContentLength != 0 {
 		h.Set("Connection", "close")
 	}
-	text := errorMessage(msg, rq.id, odata.Ticks(rq.srv.now()))
+	now := odata.Ticks(rq.srv.now())
 	var body []byte
 	var ctype string
 	if rq.xml {
-		body, ctype = appendXMLError(nil, ae.code, text, authDetail), "application/xml"
+		body, ctype = appendXMLError(nil, ae.code, errorMessage(msg, rq.id, now), authDetail), "application/xml"
 	} else {
-		body, ctype = appendJSONError(nil, ae.code, text, authDetail), rq.format.ContentType()
+		// Azure's JSON errors hold code and message only, and the Python
+		// SDK cannot decode a body with any other member: the detail goes
+		// into the message.
+		if authDetail != "" {
+			msg += "\nAuthenticationErrorDetail:" + authDetail
+		}
+		body, ctype = appendJSONError(nil, ae.code, errorMessage(msg, rq.id, now)), rq.format.ContentType()
 		h.Set("DataServiceVersion", "3.0;")
 	}
 	if rq.r().Method == http.MethodHead {

@@ -194,7 +194,7 @@ func hmacSign(key64, toSign string) string {
 	return base64.StdEncoding.EncodeToString(m.Sum(nil))
 }
 
-var errorValuePattern = regexp.MustCompile(`^[^\n]+\nRequestId:([^\n]+)\nTime:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{7}Z$`)
+var errorValuePattern = regexp.MustCompile(`^(?s:.+)\nRequestId:([^\n]+)\nTime:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{7}Z$`)
 
 // checkStdHeaders asserts the headers every response carries.
 func checkStdHeaders(t testing.TB, r *rawResponse) {
@@ -251,6 +251,14 @@ func wantError(t testing.TB, r *rawResponse, status int, code string) {
 	}
 	if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
 		t.Errorf("error Content-Type %q", ct)
+	}
+	// Azure's JSON error holds code and message only; the Python SDK
+	// cannot decode one with any other member.
+	var members struct {
+		Error map[string]json.RawMessage `json:"odata.error"`
+	}
+	if err := json.Unmarshal(r.body, &members); err != nil || len(members.Error) != 2 || members.Error["code"] == nil || members.Error["message"] == nil {
+		t.Errorf("odata.error has members other than code and message: %s", trunc(r.body))
 	}
 }
 

@@ -341,6 +341,15 @@ func TestWireFormat(t *testing.T) {
 		r = e.send(rawReq{method: "GET", path: e.tablePath(table) + "()", authz: strp(""), header: map[string]string{"x-ms-client-request-id": id}})
 		wantError(t, r, 403, "AuthenticationFailed")
 		wantHeader(t, r, "x-ms-client-request-id", id)
+		// The authentication detail: in the JSON message (wantError checks
+		// that the body has no other member), in its own XML element.
+		if !strings.Contains(string(r.body), `\nAuthenticationErrorDetail:The request has no Authorization header.\n`) {
+			t.Errorf("JSON 403 without the detail in its message: %s", r.body)
+		}
+		rx := e.send(rawReq{method: "GET", path: e.tablePath(table) + "?comp=acl", authz: strp(""), header: map[string]string{"Accept": "application/xml"}})
+		if rx.status != 403 || !strings.Contains(string(rx.body), "<AuthenticationErrorDetail>The request has no Authorization header.</AuthenticationErrorDetail>") {
+			t.Errorf("XML 403: %d %s", rx.status, rx.body)
+		}
 		// Each response has its own request id.
 		r2 := e.send(rawReq{method: "GET", path: e.tablePath(table) + "()"})
 		if r2.header.Get("x-ms-request-id") == r.header.Get("x-ms-request-id") {
