@@ -64,6 +64,12 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
 		if isOpsPath(r.URL.Path) {
+			if len(r.TransferEncoding) > 0 {
+				// framing.go: never a body by Transfer-Encoding, and
+				// nothing more from this connection.
+				c.Response().Header().Set("Connection", "close")
+				return c.NoContent(http.StatusBadRequest)
+			}
 			return next(c)
 		}
 		start := time.Now()

@@ -173,6 +173,10 @@ func (s *Server) handle(c echo.Context) (err error) {
 		rq.fail(odata.Detailf(errInvalidHeader, "x-ms-version"))
 		return nil
 	}
+	if err := checkFraming(r); err != nil {
+		rq.fail(err)
+		return nil
+	}
 
 	if !s.serving.Load() {
 		rq.fail(odata.Detailf(store.ErrUnavailable, "The service is starting and its database is not ready yet."))
