@@ -48,7 +48,7 @@ func (rq *request) getTable() error {
 	if err != nil {
 		return err
 	}
-	if len(page.Names) == 0 || strings.ToLower(page.Names[0]) != strings.ToLower(rq.t.table) {
+	if len(page.Names) == 0 || !strings.EqualFold(page.Names[0], rq.t.table) {
 		return errResourceNotFound
 	}
 	return rq.writeJSON(http.StatusOK, rq.encoder("").AppendTable(nil, page.Names[0]))
