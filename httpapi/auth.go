@@ -96,7 +96,13 @@ func canonicalResources(t *target, query url.Values) []string {
 	}
 	res := []string{"/" + t.account + path + comp}
 	if t.secondary && t.pathStyle {
-		res = append(res, "/"+t.account+strings.Replace(path, "/"+t.account+"-secondary", "/"+t.account, 1)+comp)
+		secondary := "/" + t.account + "-secondary"
+		res = append(res, "/"+t.account+strings.Replace(path, secondary, "/"+t.account, 1)+comp)
+		if p, ok := strings.CutPrefix(path, secondary+"/"+t.account+"/"); ok {
+			// The Python SDK's secondary service root (route): it signs
+			// the primary URL's path.
+			res = append(res, "/"+t.account+"/"+t.account+"/"+p+comp)
+		}
 	}
 	return res
 }

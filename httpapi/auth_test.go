@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"net/url"
+	"slices"
 	"testing"
 )
 
@@ -45,6 +46,35 @@ func TestCanonicalResourceVectors(t *testing.T) {
 		}
 		if got := sign(toSign); got != tt.want {
 			t.Errorf("%s %s lite=%v: signed %q -> %s, want %s", tt.method, tt.uri, tt.lite, toSign, got, tt.want)
+		}
+	}
+}
+
+// TestSecondaryCanonicalResources: what a request to the secondary
+// endpoint may have been signed over, besides its own path.
+func TestSecondaryCanonicalResources(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		uri  string
+		want []string
+	}{
+		{"/devstoreaccount1-secondary/Tables", []string{"/devstoreaccount1/devstoreaccount1-secondary/Tables", "/devstoreaccount1/devstoreaccount1/Tables"}},
+		{"/devstoreaccount1-secondary?restype=service&comp=stats", []string{"/devstoreaccount1/devstoreaccount1-secondary?comp=stats", "/devstoreaccount1/devstoreaccount1?comp=stats"}},
+		// The Python SDK's form for a path-style endpoint: signed as the
+		// primary URL /devstoreaccount1/.
+		{"/devstoreaccount1-secondary/devstoreaccount1/?restype=service&comp=stats", []string{
+			"/devstoreaccount1/devstoreaccount1-secondary/devstoreaccount1/?comp=stats",
+			"/devstoreaccount1/devstoreaccount1/devstoreaccount1/?comp=stats",
+			"/devstoreaccount1/devstoreaccount1/?comp=stats"}},
+	}
+	for _, tt := range tests {
+		tg, err := route("127.0.0.1:10002", tt.uri, devKnown, nil)
+		if err != nil || tg.kind == 0 {
+			t.Fatalf("route(%q): %+v %v", tt.uri, tg, err)
+		}
+		q, _ := url.ParseQuery(tg.rawQuery)
+		if got := canonicalResources(tg, q); !slices.Equal(got, tt.want) {
+			t.Errorf("%s:\n got %q\nwant %q", tt.uri, got, tt.want)
 		}
 	}
 }

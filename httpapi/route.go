@@ -119,6 +119,13 @@ func routeKeys(host, requestURI string, known func(string) bool, domains []strin
 		if !strings.Contains(rawPath[1:], "/") {
 			rest = ""
 		}
+		if t.secondary && rest == "/"+t.account+"/" {
+			// The Python SDK makes its secondary URL by putting
+			// <account>-secondary where the primary endpoint's path has
+			// <account>, and keeps the path: the service root of a
+			// path-style endpoint becomes /<account>-secondary/<account>/.
+			rest = "/"
+		}
 	}
 	if err := t.parseResource(rest, lenientKeys); err != nil {
 		return nil, err

@@ -33,6 +33,8 @@ func TestRoute(t *testing.T) {
 			target{account: DevAccount, pathStyle: true, kind: resService, rawQuery: "restype=service&comp=properties"}},
 		{"secondary", "127.0.0.1:10002", "/devstoreaccount1-secondary/Tables",
 			target{account: DevAccount, secondary: true, pathStyle: true, kind: resTables}},
+		{"python sdk secondary service root", "127.0.0.1:10002", "/devstoreaccount1-secondary/devstoreaccount1/?restype=service&comp=stats",
+			target{account: DevAccount, secondary: true, pathStyle: true, kind: resService, rawQuery: "restype=service&comp=stats"}},
 		{"go keys", "127.0.0.1:10002", "/devstoreaccount1/mytable(PartitionKey='p%27%271',RowKey='r%2F%201%3F%23%C3%A9')",
 			target{account: DevAccount, pathStyle: true, kind: resEntity, table: "mytable", pk: "p'1", rk: "r/ 1?#é"}},
 		{"js keys", "127.0.0.1:10002", "/devstoreaccount1/mytable(PartitionKey='p''1',RowKey='r%2F%201%3F%23%C3%A9')",
