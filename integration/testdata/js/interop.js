@@ -1,7 +1,7 @@
 // Drives a pgtables server with @azure/data-tables: single-entity operations,
 // submitTransaction (successful and failing), connection strings and shared
 // access signatures made by the SDK. Started by
-// integration/batch_interop_test.go with the service URL and the account in
+// integration/js_interop_test.go with the service URL and the account in
 // the environment; exits non-zero on any mismatch.
 //
 // The endpoint must be an IP address such as http://127.0.0.1:<port>/<account>:
