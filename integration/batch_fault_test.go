@@ -147,7 +147,8 @@ func TestBatchBackendTerminated(t *testing.T) {
 			if k < existing {
 				_, err = tx.Exec(ctx, `SELECT 1 FROM entities WHERE table_id = $1 AND pk = $2 AND rk = $3 FOR UPDATE`, tableID, pk, rk(k))
 			} else {
-				_, err = tx.Exec(ctx, `INSERT INTO entities (table_id, pk, rk, ts, size, props) VALUES ($1, $2, $3, 1, 0, '{}')`, tableID, pk, rk(k))
+				_, err = tx.Exec(ctx, `INSERT INTO entities (table_id, dkey, pk, rk, ts, size, props)
+SELECT id, entity_dkey(account, lname, $2), $2, $3, 1, 0, '{}' FROM tables WHERE id = $1`, tableID, pk, rk(k))
 			}
 			if err != nil {
 				t.Fatal(err)

@@ -50,15 +50,15 @@ func BenchmarkFilter1M(b *testing.B) {
 	// (Int64), Ratio (Double), Flag (Boolean), When (DateTime); size by
 	// Azure's formula for these names and values.
 	const load = `
-INSERT INTO entities (table_id, pk, rk, ts, size, props)
-SELECT $1, 'p' || (g / 1000), 'r' || lpad((g % 1000)::text, 4, '0'), $2, 0, jsonb_build_object(
+INSERT INTO entities (table_id, dkey, pk, rk, ts, size, props)
+SELECT $1, entity_dkey(t.account, t.lname, 'p' || (g / 1000)), 'p' || (g / 1000), 'r' || lpad((g % 1000)::text, 4, '0'), $2, 0, jsonb_build_object(
     'N', jsonb_build_array('i32', g % 1000),
     'Name', jsonb_build_array('str', 'name-' || g),
     'Big', jsonb_build_array('i64', (g::bigint * 1000003)::text),
     'Ratio', jsonb_build_array('dbl', ((g % 1000) / 8.0)::float8::text),
     'Flag', jsonb_build_array('bool', g % 2 = 0),
     'When', jsonb_build_array('dt', to_char(timestamp '2024-01-01' + g * interval '1 second', 'YYYY-MM-DD"T"HH24:MI:SS') || '.0000000Z'))
-FROM generate_series($3::int, $4::int - 1) g`
+FROM tables t, generate_series($3::int, $4::int - 1) g WHERE t.id = $1`
 	const chunk = 100_000
 	ts := odata.Ticks(time.Now())
 	for lo := 0; lo < parts*perPart; lo += chunk {

@@ -165,10 +165,10 @@ func TestDeleteLargeTable(t *testing.T) {
 	// The stored form of store/doc.go: {"N": ["i32", n], "S": ["str", "..."]}.
 	start := time.Now()
 	tag, err := e.pool.Exec(ctx, `
-INSERT INTO entities (table_id, pk, rk, ts, size, props)
-SELECT $1, 'p' || (g % 100), lpad(g::text, 7, '0'), $2, 100,
+INSERT INTO entities (table_id, dkey, pk, rk, ts, size, props)
+SELECT $1, entity_dkey(t.account, t.lname, 'p' || (g % 100)), 'p' || (g % 100), lpad(g::text, 7, '0'), $2, 100,
        jsonb_build_object('N', jsonb_build_array('i32', g), 'S', jsonb_build_array('str', 'value ' || g))
-FROM generate_series(1, $3::int) g`, oldID, odata.Ticks(time.Now()), total)
+FROM tables t, generate_series(1, $3::int) g WHERE t.id = $1`, oldID, odata.Ticks(time.Now()), total)
 	if err != nil || tag.RowsAffected() != total {
 		t.Fatalf("load: %v %v", tag, err)
 	}

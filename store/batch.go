@@ -114,15 +114,15 @@ const (
 	// every successful batch cost PostgreSQL 10-20% more (pgbench, 100
 	// rows of 500 bytes).
 	sqlInsertMany = `
-INSERT INTO entities (table_id, pk, rk, ts, size, props)
-SELECT t.id, $3, r.rk, $4, r.size, r.props
-FROM tables t, unnest($5::text[], $6::integer[], $7::jsonb[]) AS r(rk, size, props)
+INSERT INTO entities (table_id, dkey, pk, rk, ts, size, props)
+SELECT t.id, $3, $4, r.rk, $5, r.size, r.props
+FROM tables t, unnest($6::text[], $7::integer[], $8::jsonb[]) AS r(rk, size, props)
 WHERE t.account = $1 AND t.lname = $2 AND t.deleted_at IS NULL
 RETURNING rk, xmin`
 
 	sqlExistingKeys = `
 SELECT rk FROM entities
-WHERE table_id = ` + liveTable + ` AND pk = $3 AND rk = ANY($4::text[])`
+WHERE table_id = ` + liveTable + ` AND dkey = $3 AND pk = $4 AND rk = ANY($5::text[])`
 )
 
 // partitionLock is the advisory lock key of a partition. A collision
@@ -259,7 +259,8 @@ func (s *Store) insertMany(ctx context.Context, tx pgx.Tx, account, table string
 	}
 	b := &pgx.Batch{}
 	b.Queue(sqlWaitPartitionXact, lock)
-	b.Queue(sqlInsertMany, account, tableKey(table), pk, now, rks, sizes, props)
+	lt := tableKey(table)
+	b.Queue(sqlInsertMany, account, lt, distributionKey(account, lt, pk), pk, now, rks, sizes, props)
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
 	if _, err := br.Exec(); err != nil {
@@ -308,7 +309,8 @@ func (s *Store) firstExisting(ctx context.Context, account, table string, writes
 	for i := range writes {
 		rks[i] = writes[i].RowKey
 	}
-	rows, err := s.pool.Query(ctx, sqlExistingKeys, account, tableKey(table), writes[0].PartitionKey, rks)
+	lt, pk := tableKey(table), writes[0].PartitionKey
+	rows, err := s.pool.Query(ctx, sqlExistingKeys, account, lt, distributionKey(account, lt, pk), pk, rks)
 	if err != nil {
 		return 0, classify(fmt.Errorf("find existing entities: %w", err))
 	}

@@ -316,8 +316,8 @@ func populatedStore(tb testing.TB) *Store {
 		tb.Fatal(err)
 	}
 	if _, err := s.pool.Exec(ctx, `
-INSERT INTO entities (table_id, pk, rk, ts, size, props)
-SELECT id, 'p' || g / 1000, 'r' || g, 1, 2, '{"A": "0123456789"}' FROM tables, generate_series(0, 9999) g;
+INSERT INTO entities (table_id, dkey, pk, rk, ts, size, props)
+SELECT id, entity_dkey(account, lname, 'p' || g / 1000), 'p' || g / 1000, 'r' || g, 1, 2, '{"A": "0123456789"}' FROM tables, generate_series(0, 9999) g;
 ANALYZE entities, tables`); err != nil {
 		tb.Fatal(err)
 	}

@@ -16,17 +16,20 @@ import (
 // deleted (still purging) table can never be read or written.
 const liveTable = `(SELECT id FROM tables WHERE account = $1 AND lname = $2 AND deleted_at IS NULL)`
 
+// Statements on one entity take account, table (lower case) and the
+// partition's distribution key as $1, $2, $3 (distribution.go), then the
+// PartitionKey and RowKey as $4, $5.
 const (
 	sqlInsert = `
-INSERT INTO entities (table_id, pk, rk, ts, size, props)
-SELECT id, $3, $4, $5, $6, $7 FROM tables WHERE account = $1 AND lname = $2 AND deleted_at IS NULL
-ON CONFLICT (table_id, pk, rk) DO NOTHING
+INSERT INTO entities (table_id, dkey, pk, rk, ts, size, props)
+SELECT id, $3, $4, $5, $6, $7, $8 FROM tables WHERE account = $1 AND lname = $2 AND deleted_at IS NULL
+ON CONFLICT (table_id, pk, rk, dkey) DO NOTHING
 RETURNING xmin`
 
 	sqlUpsertReplace = `
-INSERT INTO entities (table_id, pk, rk, ts, size, props)
-SELECT id, $3, $4, $5, $6, $7 FROM tables WHERE account = $1 AND lname = $2 AND deleted_at IS NULL
-ON CONFLICT (table_id, pk, rk) DO UPDATE
+INSERT INTO entities (table_id, dkey, pk, rk, ts, size, props)
+SELECT id, $3, $4, $5, $6, $7, $8 FROM tables WHERE account = $1 AND lname = $2 AND deleted_at IS NULL
+ON CONFLICT (table_id, pk, rk, dkey) DO UPDATE
 SET props = excluded.props, size = excluded.size, ts = GREATEST(excluded.ts, entities.ts + 1)
 RETURNING xmin, ts`
 
@@ -34,37 +37,37 @@ RETURNING xmin, ts`
 	// or the property count would break a limit, the statement changes
 	// nothing and the exact check runs in mergeSlow.
 	sqlUpsertMerge = `
-INSERT INTO entities (table_id, pk, rk, ts, size, props)
-SELECT id, $3, $4, $5, $6, $7 FROM tables WHERE account = $1 AND lname = $2 AND deleted_at IS NULL
-ON CONFLICT (table_id, pk, rk) DO UPDATE
-SET props = entities.props || excluded.props, size = entities.size + $8, ts = GREATEST(excluded.ts, entities.ts + 1)
-WHERE entities.size + $8 <= 1048576
+INSERT INTO entities (table_id, dkey, pk, rk, ts, size, props)
+SELECT id, $3, $4, $5, $6, $7, $8 FROM tables WHERE account = $1 AND lname = $2 AND deleted_at IS NULL
+ON CONFLICT (table_id, pk, rk, dkey) DO UPDATE
+SET props = entities.props || excluded.props, size = entities.size + $9, ts = GREATEST(excluded.ts, entities.ts + 1)
+WHERE entities.size + $9 <= 1048576
   AND (SELECT count(*) FROM jsonb_object_keys(entities.props || excluded.props)) <= 252
 RETURNING xmin, ts`
 
 	sqlReplace = `
-UPDATE entities SET props = $5, size = $6, ts = GREATEST($7, ts + 1)
-WHERE table_id = ` + liveTable + ` AND pk = $3 AND rk = $4`
+UPDATE entities SET props = $6, size = $7, ts = GREATEST($8, ts + 1)
+WHERE table_id = ` + liveTable + ` AND dkey = $3 AND pk = $4 AND rk = $5`
 
 	sqlMerge = `
-UPDATE entities SET props = props || $5, size = size + $6, ts = GREATEST($7, ts + 1)
-WHERE table_id = ` + liveTable + ` AND pk = $3 AND rk = $4
-  AND size + $6 <= 1048576
-  AND (SELECT count(*) FROM jsonb_object_keys(props || $5)) <= 252`
+UPDATE entities SET props = props || $6, size = size + $7, ts = GREATEST($8, ts + 1)
+WHERE table_id = ` + liveTable + ` AND dkey = $3 AND pk = $4 AND rk = $5
+  AND size + $7 <= 1048576
+  AND (SELECT count(*) FROM jsonb_object_keys(props || $6)) <= 252`
 
 	sqlDelete = `
-DELETE FROM entities WHERE table_id = ` + liveTable + ` AND pk = $3 AND rk = $4`
+DELETE FROM entities WHERE table_id = ` + liveTable + ` AND dkey = $3 AND pk = $4 AND rk = $5`
 
 	// Appended to sqlReplace, sqlMerge (after $8) and sqlDelete (after $5)
 	// for If-Match with an ETag: the version check is part of the write.
-	sqlVersionReplace = ` AND ts = $8 AND xmin = $9`
-	sqlVersionDelete  = ` AND ts = $5 AND xmin = $6`
+	sqlVersionReplace = ` AND ts = $9 AND xmin = $10`
+	sqlVersionDelete  = ` AND ts = $6 AND xmin = $7`
 	sqlReturning      = ` RETURNING xmin, ts`
 
 	// One round trip tells a missing table from a missing entity.
 	sqlGet = `
 SELECT t.id, e.ts, e.xmin, e.props FROM tables t
-LEFT JOIN entities e ON e.table_id = t.id AND e.pk = $3 AND e.rk = $4
+LEFT JOIN entities e ON e.table_id = t.id AND e.dkey = $3 AND e.pk = $4 AND e.rk = $5
 WHERE t.account = $1 AND t.lname = $2 AND t.deleted_at IS NULL`
 
 	// sqlGetMany is sqlGet for many keys of one table, position first.
@@ -74,24 +77,24 @@ WHERE t.account = $1 AND t.lname = $2 AND t.deleted_at IS NULL`
 	// call anew.
 	sqlGetMany = `
 SELECT k.i, t.id, e.ts, e.xmin, e.props FROM tables t
-CROSS JOIN unnest((SELECT $3::text[]), (SELECT $4::text[])) WITH ORDINALITY AS k(pk, rk, i)
-LEFT JOIN entities e ON e.table_id = t.id AND e.pk = k.pk AND e.rk = k.rk
+CROSS JOIN unnest((SELECT $3::bigint[]), (SELECT $4::text[]), (SELECT $5::text[])) WITH ORDINALITY AS k(dkey, pk, rk, i)
+LEFT JOIN entities e ON e.table_id = t.id AND e.dkey = k.dkey AND e.pk = k.pk AND e.rk = k.rk
 WHERE t.account = $1 AND t.lname = $2 AND t.deleted_at IS NULL`
 
 	sqlLockEntity = `
-SELECT ts, xmin, props FROM entities WHERE table_id = $1 AND pk = $2 AND rk = $3 FOR UPDATE`
+SELECT ts, xmin, props FROM entities WHERE table_id = $1 AND dkey = $2 AND pk = $3 AND rk = $4 FOR UPDATE`
 
 	sqlLiveTableID = `
 SELECT id FROM tables WHERE account = $1 AND lname = $2 AND deleted_at IS NULL`
 
 	sqlInsertByID = `
-INSERT INTO entities (table_id, pk, rk, ts, size, props) VALUES ($1, $2, $3, $4, $5, $6)
-ON CONFLICT (table_id, pk, rk) DO NOTHING
+INSERT INTO entities (table_id, dkey, pk, rk, ts, size, props) VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT (table_id, pk, rk, dkey) DO NOTHING
 RETURNING xmin`
 
 	sqlUpdateByID = `
-UPDATE entities SET props = $4, size = $5, ts = GREATEST($6, ts + 1)
-WHERE table_id = $1 AND pk = $2 AND rk = $3
+UPDATE entities SET props = $5, size = $6, ts = GREATEST($7, ts + 1)
+WHERE table_id = $1 AND dkey = $2 AND pk = $3 AND rk = $4
 RETURNING xmin, ts`
 )
 
@@ -148,7 +151,7 @@ func (s *Store) insert(ctx context.Context, q querier, account, lt string, w *Wr
 	props := odata.AppendStored(nil, w.Properties)
 	size := odata.EntitySize(w.PartitionKey, w.RowKey, w.Properties)
 	var xmin uint32
-	err := s.writeRow(ctx, q, account, lt, w, sqlInsert, []any{account, lt, w.PartitionKey, w.RowKey, now, size, props}, &xmin)
+	err := s.writeRow(ctx, q, account, lt, w, sqlInsert, []any{account, lt, distributionKey(account, lt, w.PartitionKey), w.PartitionKey, w.RowKey, now, size, props}, &xmin)
 	if errors.Is(err, pgx.ErrNoRows) {
 		ok, err := s.tableExists(ctx, q, account, lt)
 		switch {
@@ -169,14 +172,14 @@ func (s *Store) replace(ctx context.Context, q querier, account, lt string, w *W
 	props := odata.AppendStored(nil, w.Properties)
 	size := odata.EntitySize(w.PartitionKey, w.RowKey, w.Properties)
 	var sql string
-	var args []any
+	args := []any{account, lt, distributionKey(account, lt, w.PartitionKey), w.PartitionKey, w.RowKey}
 	switch w.Match.kind {
 	case matchNone:
-		sql, args = sqlUpsertReplace, []any{account, lt, w.PartitionKey, w.RowKey, now, size, props}
+		sql, args = sqlUpsertReplace, append(args, now, size, props)
 	case matchAny:
-		sql, args = sqlReplace+sqlReturning, []any{account, lt, w.PartitionKey, w.RowKey, props, size, now}
+		sql, args = sqlReplace+sqlReturning, append(args, props, size, now)
 	case matchETag:
-		sql, args = sqlReplace+sqlVersionReplace+sqlReturning, []any{account, lt, w.PartitionKey, w.RowKey, props, size, now, w.Match.ts, w.Match.xmin}
+		sql, args = sqlReplace+sqlVersionReplace+sqlReturning, append(args, props, size, now, w.Match.ts, w.Match.xmin)
 	default:
 		return Result{}, s.whyNot(ctx, q, account, lt, w.PartitionKey, w.RowKey)
 	}
@@ -194,15 +197,15 @@ func (s *Store) merge(ctx context.Context, q querier, account, lt string, w *Wri
 	props := odata.AppendStored(nil, w.Properties)
 	added := odata.PropertiesSize(w.Properties)
 	var sql string
-	var args []any
+	args := []any{account, lt, distributionKey(account, lt, w.PartitionKey), w.PartitionKey, w.RowKey}
 	switch w.Match.kind {
 	case matchNone:
 		size := odata.EntitySize(w.PartitionKey, w.RowKey, w.Properties)
-		sql, args = sqlUpsertMerge, []any{account, lt, w.PartitionKey, w.RowKey, now, size, props, added}
+		sql, args = sqlUpsertMerge, append(args, now, size, props, added)
 	case matchAny:
-		sql, args = sqlMerge+sqlReturning, []any{account, lt, w.PartitionKey, w.RowKey, props, added, now}
+		sql, args = sqlMerge+sqlReturning, append(args, props, added, now)
 	case matchETag:
-		sql, args = sqlMerge+sqlVersionReplace+sqlReturning, []any{account, lt, w.PartitionKey, w.RowKey, props, added, now, w.Match.ts, w.Match.xmin}
+		sql, args = sqlMerge+sqlVersionReplace+sqlReturning, append(args, props, added, now, w.Match.ts, w.Match.xmin)
 	default:
 		return Result{}, s.whyNot(ctx, q, account, lt, w.PartitionKey, w.RowKey)
 	}
@@ -229,11 +232,12 @@ func (s *Store) mergeSlow(ctx context.Context, q querier, account, lt string, w 
 			}
 			return err
 		}
+		dkey := distributionKey(account, lt, w.PartitionKey)
 		for {
 			var ts int64
 			var xmin uint32
 			var stored []byte
-			err := tx.QueryRow(ctx, sqlLockEntity, tableID, w.PartitionKey, w.RowKey).Scan(&ts, &xmin, &stored)
+			err := tx.QueryRow(ctx, sqlLockEntity, tableID, dkey, w.PartitionKey, w.RowKey).Scan(&ts, &xmin, &stored)
 			if errors.Is(err, pgx.ErrNoRows) {
 				if w.Match.Conditional() {
 					return ErrEntityNotFound
@@ -242,7 +246,7 @@ func (s *Store) mergeSlow(ctx context.Context, q querier, account, lt string, w 
 					return err
 				}
 				size := odata.EntitySize(w.PartitionKey, w.RowKey, w.Properties)
-				err := tx.QueryRow(ctx, sqlInsertByID, tableID, w.PartitionKey, w.RowKey, now, size, odata.AppendStored(nil, w.Properties)).Scan(&xmin)
+				err := tx.QueryRow(ctx, sqlInsertByID, tableID, dkey, w.PartitionKey, w.RowKey, now, size, odata.AppendStored(nil, w.Properties)).Scan(&xmin)
 				if errors.Is(err, pgx.ErrNoRows) {
 					continue // inserted meanwhile by someone else: merge into it
 				}
@@ -272,7 +276,7 @@ func (s *Store) mergeSlow(ctx context.Context, q querier, account, lt string, w 
 				return err
 			}
 			size := odata.EntitySize(w.PartitionKey, w.RowKey, merged)
-			res, err = s.writeResult(ctx, tx, account, lt, w, sqlUpdateByID, []any{tableID, w.PartitionKey, w.RowKey, odata.AppendStored(nil, merged), size, now})
+			res, err = s.writeResult(ctx, tx, account, lt, w, sqlUpdateByID, []any{tableID, dkey, w.PartitionKey, w.RowKey, odata.AppendStored(nil, merged), size, now})
 			return err
 		}
 	})
@@ -303,7 +307,7 @@ func mergeProperties(props, add []odata.Property) []odata.Property {
 
 func (s *Store) delete(ctx context.Context, q querier, account, lt string, w *Write) (Result, error) {
 	var sql string
-	args := []any{account, lt, w.PartitionKey, w.RowKey}
+	args := []any{account, lt, distributionKey(account, lt, w.PartitionKey), w.PartitionKey, w.RowKey}
 	switch w.Match.kind {
 	case matchAny:
 		sql = sqlDelete
@@ -336,7 +340,7 @@ func (s *Store) whyNot(ctx context.Context, q querier, account, lt, pk, rk strin
 	var ts *int64
 	var xmin *uint32
 	var props []byte
-	err := q.QueryRow(ctx, sqlGet, account, lt, pk, rk).Scan(&tableID, &ts, &xmin, &props)
+	err := q.QueryRow(ctx, sqlGet, account, lt, distributionKey(account, lt, pk), pk, rk).Scan(&tableID, &ts, &xmin, &props)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return ErrTableNotFound
@@ -396,7 +400,7 @@ func newPointRead(account, lt, pk, rk string) *pointRead {
 	r := &pointRead{}
 	r.dest = [4]any{&r.tableID, &r.ts, &r.xmin, &r.props}
 	r.op = combined{
-		sql: sqlGet, args: []any{account, lt, pk, rk}, scan: r.dest[:],
+		sql: sqlGet, args: []any{account, lt, distributionKey(account, lt, pk), pk, rk}, scan: r.dest[:],
 		group: account + "\x00" + lt, merge: mergeGets, done: make(chan struct{}),
 	}
 	return r
@@ -412,7 +416,7 @@ func (r *pointRead) entity(err error) (*odata.Entity, error) {
 	case !r.ts.Valid:
 		return nil, ErrEntityNotFound
 	}
-	pk, rk := r.op.args[2].(string), r.op.args[3].(string)
+	pk, rk := r.op.args[3].(string), r.op.args[4].(string)
 	// The properties stay in their stored form: the encoder writes them
 	// from it (see odata.Entity).
 	return &odata.Entity{PartitionKey: pk, RowKey: rk, Timestamp: r.ts.Int64, ETag: formatETag(r.ts.Int64, r.xmin.Uint32, pk, rk), Stored: r.props}, nil
@@ -432,9 +436,10 @@ func inTx(ctx context.Context, pool interface {
 // mergeGets answers the point reads of one table that share a round trip
 // with one statement (see merger): sqlGet's arguments, keys as arrays.
 func mergeGets(ops []*combined) (string, []any) {
+	dkeys := make([]int64, len(ops))
 	pks, rks := make([]string, len(ops)), make([]string, len(ops))
 	for i, op := range ops {
-		pks[i], rks[i] = op.args[2].(string), op.args[3].(string)
+		dkeys[i], pks[i], rks[i] = op.args[2].(int64), op.args[3].(string), op.args[4].(string)
 	}
-	return sqlGetMany, []any{ops[0].args[0], ops[0].args[1], pks, rks}
+	return sqlGetMany, []any{ops[0].args[0], ops[0].args[1], dkeys, pks, rks}
 }

@@ -129,8 +129,8 @@ func TestKeyFiltersUsePrimaryKey(t *testing.T) {
 	// cheap plan, and fresh statistics.
 	if _, err := pool.Exec(ctx, `
 INSERT INTO tables (account, name, lname) SELECT 'a', 't' || g, 't' || g FROM generate_series(1, 20) g;
-INSERT INTO entities (table_id, pk, rk, ts, size, props)
-SELECT t.id, 'p' || (g % 100), 'r' || g, 0, 0, '{"N": ["i32", 1]}'
+INSERT INTO entities (table_id, dkey, pk, rk, ts, size, props)
+SELECT t.id, entity_dkey(t.account, t.lname, 'p' || (g % 100)), 'p' || (g % 100), 'r' || g, 0, 0, '{"N": ["i32", 1]}'
 FROM tables t, generate_series(1, 2000) g;
 ANALYZE entities; ANALYZE tables;`); err != nil {
 		t.Fatal(err)
@@ -293,8 +293,8 @@ func TestScanFirstStatementCutShort(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := base.pool.Exec(ctx, `
-INSERT INTO entities (table_id, pk, rk, ts, size, props)
-SELECT t.id, 'p' || (g % 7), 'r' || lpad(g::text, 6, '0'), 1, 0,
+INSERT INTO entities (table_id, dkey, pk, rk, ts, size, props)
+SELECT t.id, entity_dkey(t.account, t.lname, 'p' || (g % 7)), 'p' || (g % 7), 'r' || lpad(g::text, 6, '0'), 1, 0,
        jsonb_build_object('N', jsonb_build_array('i32', g % 3), 'S', jsonb_build_array('str', repeat('x', 200)))
 FROM tables t, generate_series(1, 30000) g WHERE t.lname = 't1'`); err != nil {
 		t.Fatal(err)

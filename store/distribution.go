@@ -1,0 +1,25 @@
+package store
+
+import (
+	"crypto/md5"
+	"encoding/binary"
+)
+
+// distributionKey is the dkey column of the entities of one partition: the
+// first 8 bytes of the MD5 of "<account>/<lower-case table name>/<pk>",
+// read as a big-endian int64. '/' can be in none of the three, so no two
+// partitions share the text. Migration 0003 computes the same in SQL for
+// the rows it finds.
+//
+// On Citus entities are distributed by it (migration 0003): one partition
+// lives on one shard, and the partitions of a table spread over all of
+// them. Every statement on entities that concerns one partition names it,
+// so that Citus sends the statement to that shard alone; derived from the
+// request rather than from the table's id, it costs no round trip to find.
+// On plain PostgreSQL it is the last column of the primary key.
+func distributionKey(account, lt, pk string) int64 {
+	b := make([]byte, 0, len(account)+len(lt)+len(pk)+2)
+	b = append(append(append(append(append(b, account...), '/'), lt...), '/'), pk...)
+	sum := md5.Sum(b)
+	return int64(binary.BigEndian.Uint64(sum[:8]))
+}
