@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -93,7 +94,13 @@ func startEnv(t testing.TB, dsn string, opts store.Options, cfg httpapi.Config) 
 		t.Fatal(err)
 	}
 	st := store.NewWithOptions(pool, opts)
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	// PGTABLES_TEST_LOG=1 shows the servers' warnings and errors (an
+	// internal error's cause, say) on stderr.
+	var logTo io.Writer = io.Discard
+	if os.Getenv("PGTABLES_TEST_LOG") != "" {
+		logTo = os.Stderr
+	}
+	log := slog.New(slog.NewTextHandler(logTo, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	srv := httpapi.New(cfg, st, log, st.Ping)
 	srv.StartServing()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -35,13 +35,19 @@ RETURNING xmin, ts`
 
 	// The merged size is bounded by old size + added size; when that bound
 	// or the property count would break a limit, the statement changes
-	// nothing and the exact check runs in mergeSlow.
+	// nothing and the exact check runs in mergeSlow. The added size is
+	// excluded.size less the keys' part of it, which is counted here in
+	// code points, never more than the UTF-16 units of EntitySize: the
+	// bound can only be high. (A parameter in DO UPDATE would be lost on
+	// Citus, which runs this INSERT ... SELECT in two steps.)
 	sqlUpsertMerge = `
 INSERT INTO entities (table_id, dkey, pk, rk, ts, size, props)
 SELECT id, $3, $4, $5, $6, $7, $8 FROM tables WHERE account = $1 AND lname = $2 AND deleted_at IS NULL
 ON CONFLICT (table_id, pk, rk, dkey) DO UPDATE
-SET props = entities.props || excluded.props, size = entities.size + $9, ts = GREATEST(excluded.ts, entities.ts + 1)
-WHERE entities.size + $9 <= 1048576
+SET props = entities.props || excluded.props,
+    size = entities.size + excluded.size - (4 + 2 * (length(excluded.pk) + length(excluded.rk))),
+    ts = GREATEST(excluded.ts, entities.ts + 1)
+WHERE entities.size + excluded.size - (4 + 2 * (length(excluded.pk) + length(excluded.rk))) <= 1048576
   AND (SELECT count(*) FROM jsonb_object_keys(entities.props || excluded.props)) <= 252
 RETURNING xmin, ts`
 
@@ -201,7 +207,7 @@ func (s *Store) merge(ctx context.Context, q querier, account, lt string, w *Wri
 	switch w.Match.kind {
 	case matchNone:
 		size := odata.EntitySize(w.PartitionKey, w.RowKey, w.Properties)
-		sql, args = sqlUpsertMerge, append(args, now, size, props, added)
+		sql, args = sqlUpsertMerge, append(args, now, size, props)
 	case matchAny:
 		sql, args = sqlMerge+sqlReturning, append(args, props, added, now)
 	case matchETag:

@@ -26,6 +26,12 @@ DELETE FROM entities WHERE table_id = $1 AND (pk, rk) IN (
     SELECT pk, rk FROM entities WHERE table_id = $1 ORDER BY pk, rk LIMIT $2)`
 
 	sqlDropTombstone = `DELETE FROM tables WHERE id = $1`
+
+	// On Citus a transaction may not write a reference table (tables)
+	// after a statement that ran on many shards at once (the chunk):
+	// the purge runs its shards one after another. On plain PostgreSQL the
+	// setting is a placeholder that nothing reads.
+	sqlOneShardAtATime = `SET LOCAL citus.multi_shard_modify_mode TO 'sequential'`
 )
 
 // PurgeConfig tunes the background purge of deleted tables.
@@ -100,6 +106,9 @@ func (s *Store) PurgeOnce(ctx context.Context, cfg PurgeConfig) (stats PurgeStat
 		var entities int64
 		var dropped bool
 		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, sqlOneShardAtATime); err != nil {
+				return err
+			}
 			var final bool
 			err := tx.QueryRow(ctx, sqlLockTombstone, id, cfg.Grace.Seconds()).Scan(&final)
 			if errors.Is(err, pgx.ErrNoRows) {

@@ -74,7 +74,7 @@ func (s *Store) QueryEntities(ctx context.Context, account, table string, q Enti
 	if err != nil {
 		return nil, err
 	}
-	if q.Top == 0 {
+	if v, ok := filter.Fold(q.Filter, entitySchema); q.Top == 0 || ok && !v {
 		// No continuation either: a pager that repeats $top=0 would
 		// follow it forever.
 		page := &EntityPage{}

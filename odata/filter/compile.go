@@ -233,6 +233,48 @@ var (
 // column compiles a comparison with a column that always has a value of
 // type typ (String: a text COLLATE "C" column; DateTime: bigint ticks). It
 // stays a plain "column op $n" predicate that an index can serve.
+// Fold reports whether e has the same value for every row of s, and
+// which: its constants, and the comparisons of a column with a literal of
+// another type, which Compile writes as TRUE or FALSE, combined by and, or
+// and not. The store answers a filter that is always false without a
+// query: a statement whose condition PostgreSQL folds to false is one that
+// Citus plans on no shard, where it cannot read system columns.
+func Fold(e *Expr, s Schema) (value, ok bool) {
+	switch {
+	case e == nil:
+		return true, true
+	case e.Op == OpConst:
+		return e.Value.Bool, true
+	case e.Op == OpNot:
+		v, ok := Fold(e.Args[0], s)
+		return !v, ok
+	case e.Op == OpAnd || e.Op == OpOr:
+		// One false argument makes and false, one true one makes or
+		// true; otherwise it is constant when all its arguments are.
+		decisive := e.Op == OpOr
+		all := true
+		for _, a := range e.Args {
+			v, ok := Fold(a, s)
+			if ok && v == decisive {
+				return decisive, true
+			}
+			all = all && ok
+		}
+		return !decisive, all
+	case e.Op.IsComparison():
+		typ := odata.EdmDateTime
+		if _, ok := s.Strings[e.Name]; ok {
+			typ = odata.EdmString
+		} else if e.Name != "Timestamp" || s.Timestamp == "" {
+			return false, false
+		}
+		if d, mismatch := typeRule(e.Op, e.Value.Type, typ); d == domMismatch {
+			return mismatch, true
+		}
+	}
+	return false, false
+}
+
 func (c *compiler) column(e *Expr, col string, typ odata.EdmType) {
 	d, mismatch := typeRule(e.Op, e.Value.Type, typ)
 	if d == domMismatch {

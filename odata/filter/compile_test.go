@@ -228,3 +228,43 @@ func TestCompileErrors(t *testing.T) {
 		t.Errorf("binary argument %#v", args[len(args)-1])
 	}
 }
+
+// TestFold: constants, and comparisons of a key column or Timestamp with a
+// literal of another type, decide a filter; properties never do, since
+// one may be missing.
+func TestFold(t *testing.T) {
+	t.Parallel()
+	s := Schema{Strings: map[string]string{"PartitionKey": "pk", "RowKey": "rk"}, Timestamp: "ts", Properties: "props"}
+	for _, tt := range []struct {
+		filter      string
+		value, cons bool
+	}{
+		{"false", false, true},
+		{"true", true, true},
+		{"not true", false, true},
+		{"PartitionKey eq 'p' and false", false, true},
+		{"false and PartitionKey eq 'p'", false, true},
+		{"PartitionKey eq 'p' or false", false, false},
+		{"PartitionKey eq 'p' or true", true, true},
+		{"false or not true", false, true},
+		{"not (PartitionKey eq 'p' and true)", false, false},
+		{"not (PartitionKey eq 'p' or true)", false, true},
+		{"RowKey eq 1", false, true},
+		{"PartitionKey eq 'p1' and RowKey eq 1", false, true},
+		{"RowKey eq 1 or PartitionKey eq 'p'", false, false},
+		{"Timestamp eq 'x'", false, true},
+		{"Timestamp lt datetime'2024-01-01T00:00:00Z'", false, false},
+		{"Prop eq 1", false, false},
+		{"not (Prop eq 1)", false, false},
+		{"PartitionKey eq 'p'", false, false},
+	} {
+		e, err := Parse(tt.filter)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.filter, err)
+		}
+		v, ok := Fold(e, s)
+		if ok != tt.cons || ok && v != tt.value {
+			t.Errorf("Fold(%s) = %v, %v; want %v, %v", tt.filter, v, ok, tt.value, tt.cons)
+		}
+	}
+}
