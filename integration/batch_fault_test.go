@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -145,7 +144,7 @@ func TestBatchBackendTerminated(t *testing.T) {
 			}
 			defer tx.Rollback(ctx) //nolint:errcheck
 			if k < existing {
-				_, err = tx.Exec(ctx, `SELECT 1 FROM entities WHERE table_id = $1 AND pk = $2 AND rk = $3 FOR UPDATE`, tableID, pk, rk(k))
+				lockEntity(t, tx, table, pk, rk(k))
 			} else {
 				_, err = tx.Exec(ctx, `INSERT INTO entities (table_id, dkey, pk, rk, ts, size, props)
 SELECT id, entity_dkey(account, lname, $2), $2, $3, 1, 0, '{}' FROM tables WHERE id = $1`, tableID, pk, rk(k))
@@ -165,18 +164,11 @@ SELECT id, entity_dkey(account, lname, $2), $2, $3, 1, 0, '{}' FROM tables WHERE
 					t.Fatalf("batch finished while its row was locked: %v", err)
 				default:
 				}
-				err := killer.QueryRow(ctx, `SELECT pid FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid)) LIMIT 1`,
-					holder.PgConn().PID()).Scan(&victim)
-				if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-					t.Fatal(err)
-				}
-				if victim == 0 {
+				if victim = blockedBy(t, killer, holder); victim == 0 {
 					time.Sleep(2 * time.Millisecond)
 				}
 			}
-			if _, err := killer.Exec(ctx, `SELECT pg_terminate_backend($1)`, victim); err != nil {
-				t.Fatal(err)
-			}
+			terminate(t, killer, victim)
 			wantFailure(t, <-done)
 			if err := tx.Rollback(ctx); err != nil {
 				t.Fatal(err)
@@ -224,9 +216,7 @@ WHERE r.relname = 'entities' AND r.relnamespace = current_schema()::regnamespace
 					time.Sleep(delay)
 				}
 				for _, pid := range pids {
-					if _, err := killer.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
-						t.Fatal(err)
-					}
+					terminate(t, killer, pid)
 					killed = true
 				}
 			}

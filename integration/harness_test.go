@@ -94,6 +94,9 @@ func startEnv(t testing.TB, dsn string, opts store.Options, cfg httpapi.Config) 
 		t.Fatal(err)
 	}
 	st := store.NewWithOptions(pool, opts)
+	if err := st.DetectDistribution(ctx); err != nil {
+		t.Fatal(err)
+	}
 	// PGTABLES_TEST_LOG=1 shows the servers' warnings and errors (an
 	// internal error's cause, say) on stderr.
 	var logTo io.Writer = io.Discard

@@ -418,7 +418,7 @@ func TestOverloadServerBusy(t *testing.T) {
 	// returns the update's outcome and the function that releases the lock.
 	blocked := func(t *testing.T, e *opsEnv, app string) (<-chan error, func()) {
 		t.Helper()
-		c, _ := e.newTable()
+		c, table := e.newTable()
 		if _, err := c.AddEntity(ctx, []byte(`{"PartitionKey":"p","RowKey":"r"}`), nil); err != nil {
 			t.Fatal(err)
 		}
@@ -427,9 +427,7 @@ func TestOverloadServerBusy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := tx.Exec(ctx, "SELECT 1 FROM entities FOR UPDATE"); err != nil {
-			t.Fatal(err)
-		}
+		lockEntity(t, tx, table, "p", "r")
 		done := make(chan error, 1)
 		go func() {
 			_, err := c.UpdateEntity(ctx, []byte(`{"PartitionKey":"p","RowKey":"r","N":1}`),
@@ -439,11 +437,7 @@ func TestOverloadServerBusy(t *testing.T) {
 		watch := e.connect(t)
 		deadline := time.Now().Add(10 * time.Second)
 		for {
-			var n int
-			if err := watch.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock'`, app).Scan(&n); err != nil {
-				t.Fatal(err)
-			}
-			if n == 1 {
+			if waitingOnLock(t, watch, app) == 1 {
 				break
 			}
 			if time.Now().After(deadline) {

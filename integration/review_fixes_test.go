@@ -113,9 +113,7 @@ func TestClientGoneIsNotInternalError(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck
-	if _, err := tx.Exec(ctx, "SELECT 1 FROM entities WHERE pk = 'p' AND rk = 'r' FOR UPDATE"); err != nil {
-		t.Fatal(err)
-	}
+	lockEntity(t, tx, table, "p", "r")
 	reqCtx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(reqCtx, "PUT", e.baseURL+"/", strings.NewReader(`{"V":1}`))

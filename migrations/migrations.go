@@ -8,6 +8,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/golang-migrate/migrate/v4"
@@ -25,16 +26,30 @@ var files embed.FS
 // schema, whose migrations keep older releases working.
 var ErrSchemaNewer = errors.New("database schema is newer than this binary")
 
+// Options tunes what migrations create.
+type Options struct {
+	// CitusShardCount is the number of shards of the entities relation
+	// where migration 0003 distributes it (Citus); 0 leaves Citus's
+	// citus.shard_count, 32 by default. It has no effect once entities
+	// are distributed: rebalance or alter_distributed_table then.
+	CitusShardCount int
+}
+
 // Up applies every migration not yet applied to the database at databaseURL.
 // It is safe to call from several processes at once: golang-migrate holds an
 // advisory lock while it works. When ctx ends, Up asks the migration to
 // stop after its current step and returns within a few seconds even if the
 // database does not answer.
 func Up(ctx context.Context, databaseURL string) error {
+	return UpWith(ctx, databaseURL, Options{})
+}
+
+// UpWith is Up with options.
+func UpWith(ctx context.Context, databaseURL string, opts Options) error {
 	done := make(chan error, 1)
 	stop := make(chan chan bool, 1)
 	go func() {
-		m, err := open(databaseURL)
+		m, err := openWith(databaseURL, opts)
 		if err != nil {
 			done <- err
 			return
@@ -124,6 +139,10 @@ func Latest() (uint, error) {
 }
 
 func open(databaseURL string) (*migrate.Migrate, error) {
+	return openWith(databaseURL, Options{})
+}
+
+func openWith(databaseURL string, opts Options) (*migrate.Migrate, error) {
 	src, err := iofs.New(files, ".")
 	if err != nil {
 		return nil, fmt.Errorf("open embedded migrations: %w", err)
@@ -138,6 +157,11 @@ func open(databaseURL string) (*migrate.Migrate, error) {
 		// golang-migrate connects without a deadline; a database that
 		// accepts connections but never answers must not hang us.
 		cfg.ConnectTimeout = 5 * time.Second
+	}
+	if opts.CitusShardCount > 0 {
+		// A setting of the session, which create_distributed_table reads;
+		// without Citus, a placeholder that nothing reads.
+		cfg.RuntimeParams["citus.shard_count"] = strconv.Itoa(opts.CitusShardCount)
 	}
 	db := stdlib.OpenDB(*cfg)
 	driver, err := migratepgx.WithInstance(db, &migratepgx.Config{})

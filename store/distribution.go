@@ -1,8 +1,10 @@
 package store
 
 import (
+	"context"
 	"crypto/md5"
 	"encoding/binary"
+	"fmt"
 )
 
 // distributionKey is the dkey column of the entities of one partition: the
@@ -23,3 +25,30 @@ func distributionKey(account, lt, pk string) int64 {
 	sum := md5.Sum(b)
 	return int64(binary.BigEndian.Uint64(sum[:8]))
 }
+
+const (
+	sqlCitusInstalled = `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')`
+	sqlDistributed    = `SELECT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'entities'::regclass)`
+)
+
+// DetectDistribution finds out whether entities are distributed, as
+// migration 0003 does where Citus is installed. Call it once the schema is
+// migrated. On a distributed schema the point reads that share a round trip
+// are not merged into one statement: Citus cannot plan that statement, a
+// join of many shards that reads xmin, and runs each on its own shard.
+func (s *Store) DetectDistribution(ctx context.Context) error {
+	var citus, distributed bool
+	if err := s.pool.QueryRow(ctx, sqlCitusInstalled).Scan(&citus); err != nil {
+		return classify(fmt.Errorf("detect citus: %w", err))
+	}
+	if citus {
+		if err := s.pool.QueryRow(ctx, sqlDistributed).Scan(&distributed); err != nil {
+			return classify(fmt.Errorf("detect citus: %w", err))
+		}
+	}
+	s.distributed.Store(distributed)
+	return nil
+}
+
+// Distributed reports what DetectDistribution found.
+func (s *Store) Distributed() bool { return s.distributed.Load() }

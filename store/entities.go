@@ -386,6 +386,9 @@ func writeKey(account, lt string, w *Write) string {
 // GetEntity reads one entity.
 func (s *Store) GetEntity(ctx context.Context, account, table, pk, rk string) (*odata.Entity, error) {
 	r := newPointRead(account, tableKey(table), pk, rk)
+	if s.distributed.Load() {
+		r.op.group, r.op.merge = "", nil // see DetectDistribution
+	}
 	return r.entity(s.reads.submit(ctx, &r.op))
 }
 

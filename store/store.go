@@ -38,6 +38,7 @@ type Store struct {
 	// (see combiner).
 	reads, writes *combiner
 	obs           atomic.Pointer[observerRef] // see SetObserver
+	distributed   atomic.Bool                 // see DetectDistribution
 }
 
 // Options tunes a Store; zero fields take the defaults.

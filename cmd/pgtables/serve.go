@@ -26,7 +26,7 @@ import (
 const defaultConnectTimeout = 5 * time.Second
 
 func migrate(ctx context.Context, cfg *config, log *slog.Logger) error {
-	if err := migrations.Up(ctx, cfg.databaseURL); err != nil {
+	if err := migrations.UpWith(ctx, cfg.databaseURL, migrationOptions(cfg)); err != nil {
 		return err
 	}
 	v, _, err := migrations.Version(cfg.databaseURL)
@@ -149,15 +149,17 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for delay := 250 * time.Millisecond; ; delay = min(2*delay, 10*time.Second) {
-			err := migrations.Up(bg, cfg.databaseURL)
-			if err == nil {
-				break
-			}
+			err := migrations.UpWith(bg, cfg.databaseURL, migrationOptions(cfg))
 			if errors.Is(err, migrations.ErrSchemaNewer) {
 				// A newer release migrated the database during a rolling
 				// upgrade; its schema keeps serving older replicas.
 				log.Warn("serving on a newer database schema", "err", err)
-				break
+				err = nil
+			}
+			if err == nil {
+				if err = st.DetectDistribution(bg); err == nil {
+					break
+				}
 			}
 			if bg.Err() != nil {
 				return
@@ -171,7 +173,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		}
 		migrated.Store(true)
 		srv.StartServing()
-		log.Info("database migrated, serving")
+		log.Info("database migrated, serving", "distributed", st.Distributed())
 		st.Purge(bg, purgeConfig(cfg), log)
 	})
 
@@ -226,6 +228,10 @@ func ping(ctx context.Context, st *store.Store) error {
 // any write transaction, which the request timeout bounds: a write that
 // found the table just before it was deleted must not commit its entity
 // after the table's row is gone.
+func migrationOptions(cfg *config) migrations.Options {
+	return migrations.Options{CitusShardCount: cfg.citusShards}
+}
+
 func purgeConfig(cfg *config) store.PurgeConfig {
 	pc := store.DefaultPurgeConfig
 	if cfg.requestTimeout > 0 {

@@ -1,10 +1,14 @@
 // Package testdb gives each test its own empty PostgreSQL schema on a real
 // server, so that tests can run in parallel without seeing each other's data.
 //
-// The server is found once per test process, in this order: a PostgreSQL
-// container started with testcontainers when a Docker engine answers; the
-// server named by PGTABLES_TEST_DATABASE_URL; the local server at
-// postgres://postgres@127.0.0.1:5432/postgres.
+// The backend is PostgreSQL, or Citus when PGTABLES_TEST_BACKEND=citus: the
+// same tests run on both. Its server is found once per test process, in
+// this order. PostgreSQL: a container started with testcontainers when a
+// Docker engine answers; the server named by PGTABLES_TEST_DATABASE_URL; the
+// local server at postgres://postgres@127.0.0.1:5432/postgres. Citus: the
+// coordinator named by PGTABLES_TEST_CITUS_URL (a cluster such as
+// ../shared/citus/cluster.sh starts); else a single-node citusdata/citus
+// container when a Docker engine answers.
 package testdb
 
 import (
@@ -14,6 +18,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -43,7 +48,26 @@ func ServerURL(tb testing.TB) string {
 	return serverURL
 }
 
+// CitusImage is the container image of the Citus backend without a
+// cluster of its own: one node, which holds the shards itself.
+const CitusImage = "citusdata/citus:12.1"
+
+// testShards is the shard count of the entities of each test's schema on
+// Citus: every test distributes its own, and a few shards a worker keep
+// that quick while still spreading a table over every node.
+const testShards = 4
+
+// Citus reports whether the tests run on Citus (PGTABLES_TEST_BACKEND).
+func Citus() bool { return os.Getenv("PGTABLES_TEST_BACKEND") == "citus" }
+
 func findServer() (string, error) {
+	switch b := os.Getenv("PGTABLES_TEST_BACKEND"); b {
+	case "", "postgres":
+	case "citus":
+		return findCitus()
+	default:
+		return "", fmt.Errorf("PGTABLES_TEST_BACKEND=%q: want postgres or citus", b)
+	}
 	if dockerAnswers() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
@@ -62,6 +86,27 @@ func findServer() (string, error) {
 		return u, nil
 	}
 	return DefaultURL, nil
+}
+
+func findCitus() (string, error) {
+	if u := os.Getenv("PGTABLES_TEST_CITUS_URL"); u != "" {
+		return u, nil
+	}
+	if !dockerAnswers() {
+		return "", fmt.Errorf("PGTABLES_TEST_BACKEND=citus needs PGTABLES_TEST_CITUS_URL (a coordinator) or a Docker engine")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	c, err := tcpostgres.Run(ctx, CitusImage,
+		tcpostgres.WithDatabase("postgres"),
+		tcpostgres.WithUsername("postgres"),
+		tcpostgres.WithPassword("postgres"),
+		tcpostgres.BasicWaitStrategies(),
+	)
+	if err != nil {
+		return "", fmt.Errorf("start citus container: %w", err)
+	}
+	return c.ConnectionString(ctx, "sslmode=disable")
 }
 
 // dockerAnswers reports whether a Docker engine responds. testcontainers
@@ -115,18 +160,28 @@ func New(tb testing.TB) string {
 			tb.Logf("testdb: drop schema %s: %v", schema, err)
 		}
 	})
-	return WithSearchPath(tb, base, schema)
+	dsn := WithSearchPath(tb, base, schema)
+	if Citus() {
+		dsn = withParam(tb, dsn, "citus.shard_count", strconv.Itoa(testShards))
+	}
+	return dsn
 }
 
 // WithSearchPath returns rawURL with its search_path set to schema.
 func WithSearchPath(tb testing.TB, rawURL, schema string) string {
+	tb.Helper()
+	return withParam(tb, rawURL, "search_path", schema)
+}
+
+// withParam returns rawURL with a run-time parameter set.
+func withParam(tb testing.TB, rawURL, name, value string) string {
 	tb.Helper()
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		tb.Fatalf("testdb: parse %s: %v", redact(rawURL), err)
 	}
 	q := u.Query()
-	q.Set("search_path", schema)
+	q.Set(name, value)
 	u.RawQuery = q.Encode()
 	return u.String()
 }
