@@ -1,0 +1,382 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgtables/pgtables/internal/testdb"
+)
+
+// What only a Citus cluster can show (PGTABLES_TEST_BACKEND=citus, as CI's
+// second pass runs the suite): where the rows are, and what happens when a
+// worker's connection is cut or a shard moves. On PostgreSQL there are no
+// shards to look at, and these tests say so and skip.
+
+func needCluster(t *testing.T) {
+	t.Helper()
+	if !testdb.Citus() {
+		t.Skip("needs a Citus cluster (PGTABLES_TEST_BACKEND=citus): there are no shards on PostgreSQL")
+	}
+}
+
+// addPartitions writes n partitions p000.. of per entities each, a batch a
+// partition.
+func addPartitions(t *testing.T, c *aztables.Client, n, per int) {
+	t.Helper()
+	for p := range n {
+		var acts []aztables.TransactionAction
+		for r := range per {
+			acts = append(acts, aztables.TransactionAction{ActionType: aztables.TransactionTypeAdd,
+				Entity: batchEntity(t, fmt.Sprintf("p%03d", p), fmt.Sprintf("r%03d", r), map[string]any{"V": r})})
+		}
+		if _, err := c.SubmitTransaction(bg, acts, nil); err != nil {
+			t.Fatalf("partition %d: %v", p, err)
+		}
+	}
+}
+
+// tableID is the id of a live table.
+func (e *env) tableID(t *testing.T, table string) int64 {
+	t.Helper()
+	var id int64
+	if err := e.pool.QueryRow(bg, `SELECT id FROM tables WHERE lname = lower($1) AND deleted_at IS NULL`, table).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// TestCitusDistribution reads each shard of entities itself: every
+// partition lies in one shard, and the partitions of one table on every
+// worker.
+func TestCitusDistribution(t *testing.T) {
+	needCluster(t)
+	t.Parallel()
+	e := newEnv(t)
+	c, table := e.newTable()
+	const parts = 40
+	addPartitions(t, c, parts, 3)
+	id := e.tableID(t, table)
+	shardOf := map[string]int{} // partition -> how many shards hold it
+	byNode := map[int]int{}     // worker port -> partitions
+	shards := 0
+	rows, err := e.pool.Query(bg, fmt.Sprintf(`
+SELECT s.nodeport, r.result FROM run_command_on_shards('entities',
+    $$SELECT coalesce(string_agg(DISTINCT pk, '|'), '') FROM %%s WHERE table_id = %d$$) r
+JOIN citus_shards s ON s.shardid = r.shardid AND s.table_name = 'entities'::regclass
+WHERE r.success`, id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var port int
+	var pks string
+	if _, err := pgx.ForEachRow(rows, []any{&port, &pks}, func() error {
+		shards++
+		for _, pk := range strings.Split(pks, "|") {
+			if pk != "" {
+				shardOf[pk]++
+				byNode[port]++
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if shards < 2 {
+		t.Fatalf("entities has %d shards", shards)
+	}
+	if len(shardOf) != parts {
+		t.Errorf("the shards hold %d partitions, want %d", len(shardOf), parts)
+	}
+	for pk, n := range shardOf {
+		if n != 1 {
+			t.Errorf("partition %s lies in %d shards", pk, n)
+		}
+	}
+	var workers int
+	if err := e.pool.QueryRow(bg, `SELECT count(*) FROM pg_dist_node WHERE shouldhaveshards AND isactive`).Scan(&workers); err != nil {
+		t.Fatal(err)
+	}
+	if len(byNode) != workers {
+		t.Errorf("the table's partitions lie on %d of %d nodes: %v", len(byNode), workers, byNode)
+	}
+	t.Logf("%d partitions in %d shards, by node port: %v", len(shardOf), shards, byNode)
+}
+
+// TestCitusBatchWorkerConnectionCut terminates, on the worker, the backend
+// that runs a batch's statements, while the batch waits there for a row the
+// test holds. The client is told of the failure (a retryable 503), and the
+// partition holds all of the batch or none of it: none, as it never got
+// past the held row.
+func TestCitusBatchWorkerConnectionCut(t *testing.T) {
+	needCluster(t)
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	c, table := e.newTable()
+	rk := func(i int) string { return fmt.Sprintf("r%03d", i) }
+	const existing, total = 20, 40
+	for _, held := range []int{0, 7, existing - 1} {
+		t.Run(fmt.Sprintf("Held%d", held), func(t *testing.T) {
+			pk := fmt.Sprintf("cut%d", held)
+			var seed []aztables.TransactionAction
+			for i := range existing {
+				seed = append(seed, aztables.TransactionAction{ActionType: aztables.TransactionTypeAdd,
+					Entity: batchEntity(t, pk, rk(i), map[string]any{"V": 0})})
+			}
+			if _, err := c.SubmitTransaction(ctx, seed, nil); err != nil {
+				t.Fatal(err)
+			}
+			holder, err := pgx.ConnectConfig(ctx, e.pool.Config().ConnConfig.Copy())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer holder.Close(ctx)
+			tx, err := holder.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(ctx) //nolint:errcheck
+			lockEntity(t, tx, table, pk, rk(held))
+			var gpid int64
+			if err := tx.QueryRow(ctx, `SELECT citus_backend_gpid()`).Scan(&gpid); err != nil {
+				t.Fatal(err)
+			}
+
+			var acts []aztables.TransactionAction
+			for i := range total {
+				acts = append(acts, aztables.TransactionAction{ActionType: aztables.TransactionTypeInsertReplace,
+					Entity: batchEntity(t, pk, rk(i), map[string]any{"V": 1})})
+			}
+			done := make(chan error, 1)
+			go func() { _, err := c.SubmitTransaction(ctx, acts, nil); done <- err }()
+
+			// The batch's statement waits on a worker, in a backend of its
+			// own there: find it, and the worker.
+			var host string
+			var port, pid int
+			for deadline := time.Now().Add(20 * time.Second); ; {
+				err := e.pool.QueryRow(ctx, `
+SELECT n.nodename, n.nodeport, a.pid FROM citus_lock_waits w
+JOIN citus_stat_activity a ON a.global_pid = w.waiting_gpid AND a.is_worker_query AND a.wait_event_type = 'Lock'
+JOIN pg_dist_node n ON n.nodeid = a.nodeid
+WHERE w.blocking_gpid = $1 LIMIT 1`, gpid).Scan(&host, &port, &pid)
+				if err == nil {
+					break
+				}
+				if err != pgx.ErrNoRows {
+					t.Fatal(err)
+				}
+				select {
+				case err := <-done:
+					t.Fatalf("the batch finished while its row was held: %v", err)
+				default:
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the batch never waited on a worker for the held row")
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			wcfg := e.pool.Config().ConnConfig.Copy()
+			wcfg.Host, wcfg.Port = host, uint16(port)
+			worker, err := pgx.ConnectConfig(ctx, wcfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer worker.Close(ctx)
+			terminate(t, worker, int32(pid))
+
+			err = <-done
+			if status, code := txFailure(err); err == nil || status != http.StatusServiceUnavailable || code != "ServerBusy" {
+				t.Errorf("a batch whose worker connection was cut: %d %s (%v), want 503 ServerBusy", status, code, err)
+			}
+			if err := tx.Rollback(ctx); err != nil {
+				t.Fatal(err)
+			}
+			got := listAllRaw(t, c, pk)
+			if len(got) != existing {
+				t.Fatalf("partition holds %d entities after the cut batch, want the %d it had", len(got), existing)
+			}
+			for _, v := range got {
+				if fmt.Sprint(v) != "0" {
+					t.Fatalf("partition holds part of the cut batch: V = %v", got)
+				}
+			}
+			// The partition takes the batch once the connection is back.
+			if _, err := c.SubmitTransaction(ctx, acts, nil); err != nil {
+				t.Fatalf("the batch again: %v", err)
+			}
+		})
+	}
+}
+
+// listAllRaw returns the V of every entity of partition pk.
+func listAllRaw(t *testing.T, c *aztables.Client, pk string) []any {
+	t.Helper()
+	ents, _ := listAll(t, c, &aztables.ListEntitiesOptions{Filter: strPtr(fmt.Sprintf("PartitionKey eq '%s'", pk))})
+	var vs []any
+	for _, e := range ents {
+		vs = append(vs, e["V"])
+	}
+	return vs
+}
+
+func strPtr(s string) *string { return &s }
+
+// TestCitusETagsAcrossShardMove moves the shard of a partition to the
+// other worker. Its entities are intact; an ETag read before the move
+// matches at most its own version (a write with it may fail once with 412,
+// spuriously, as the row's xmin changes with the move) and never another
+// version.
+func TestCitusETagsAcrossShardMove(t *testing.T) {
+	needCluster(t)
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	// Alone in its colocation group, so that the move takes no other test's
+	// shards with it.
+	if _, err := e.pool.Exec(ctx, `SELECT update_distributed_table_colocation('entities', colocate_with => 'none')`); err != nil {
+		t.Fatal(err)
+	}
+	c, table := e.newTable()
+	props := map[string]any{"S": "text", "N": int32(7), "D": 2.5, "B": true}
+	etags := map[string]azcore.ETag{}
+	for _, rk := range []string{"a", "b", "c"} {
+		r, err := c.AddEntity(ctx, entity(t, "p", rk, props), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		etags[rk] = r.ETag
+	}
+	// c gets a second version before the move; its first ETag is stale.
+	stale := etags["c"]
+	up, err := c.UpdateEntity(ctx, entity(t, "p", "c", map[string]any{"S": "second"}), &aztables.UpdateEntityOptions{IfMatch: &stale, UpdateMode: aztables.UpdateModeMerge})
+	if err != nil {
+		t.Fatal(err)
+	}
+	etags["c"] = up.ETag
+
+	var shard int64
+	var host string
+	var from int
+	if err := e.pool.QueryRow(ctx, `
+SELECT s.shardid, s.nodename, s.nodeport FROM tables t
+JOIN citus_shards s ON s.shardid = get_shard_id_for_distribution_column('entities', entity_dkey(t.account, t.lname, 'p'))
+WHERE t.lname = lower($1) AND t.deleted_at IS NULL`, table).Scan(&shard, &host, &from); err != nil {
+		t.Fatal(err)
+	}
+	var to int
+	if err := e.pool.QueryRow(ctx, `SELECT nodeport FROM pg_dist_node WHERE shouldhaveshards AND isactive AND nodeport <> $1 LIMIT 1`, from).Scan(&to); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.pool.Exec(ctx, `SELECT citus_move_shard_placement($1, $2, $3, $2, $4, 'block_writes')`, shard, host, from, to); err != nil {
+		t.Fatalf("move shard %d from %d to %d: %v", shard, from, to, err)
+	}
+	t.Logf("moved shard %d of partition p from port %d to %d", shard, from, to)
+
+	// The data is intact.
+	wantProps(t, c, "p", "a", props)
+	wantProps(t, c, "p", "b", props)
+	wantProps(t, c, "p", "c", map[string]any{"S": "second", "N": int32(7), "D": 2.5, "B": true})
+
+	// The first version's ETag of c never matches its second version.
+	_, err = c.UpdateEntity(ctx, entity(t, "p", "c", map[string]any{"S": "third"}), &aztables.UpdateEntityOptions{IfMatch: &stale, UpdateMode: aztables.UpdateModeMerge})
+	wantRespErr(t, err, 412, "UpdateConditionNotSatisfied")
+
+	// A current ETag works, or fails once with 412; after a read, the
+	// ETag read works.
+	for _, rk := range []string{"a", "b", "c"} {
+		tag := etags[rk]
+		_, err := c.UpdateEntity(ctx, entity(t, "p", rk, map[string]any{"After": true}), &aztables.UpdateEntityOptions{IfMatch: &tag, UpdateMode: aztables.UpdateModeMerge})
+		if err == nil {
+			continue
+		}
+		wantRespErr(t, err, 412, "UpdateConditionNotSatisfied")
+		_, fresh := getEDM(t, c, "p", rk)
+		if fresh == tag {
+			t.Errorf("%s: the ETag read after the move is the one refused", rk)
+		}
+		if _, err := c.UpdateEntity(ctx, entity(t, "p", rk, map[string]any{"After": true}), &aztables.UpdateEntityOptions{IfMatch: &fresh, UpdateMode: aztables.UpdateModeMerge}); err != nil {
+			t.Errorf("%s: the ETag read after the move: %v", rk, err)
+		}
+	}
+	for _, rk := range []string{"a", "b", "c"} {
+		ent, _ := getEDM(t, c, "p", rk)
+		if ent.Properties["After"] != true {
+			t.Errorf("%s: %v", rk, ent.Properties)
+		}
+	}
+}
+
+// TestScanAcrossPartitions pages through 3,000 entities in 150 partitions,
+// with no filter and with a filter across partitions, with the SDK's
+// default pages and with small ones: every entity exactly once, in
+// PartitionKey, RowKey order. On Citus every page fans out to all shards.
+func TestScanAcrossPartitions(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c, _ := e.newTable()
+	const parts, per = 150, 20
+	addPartitions(t, c, parts, per)
+	for _, tc := range []struct {
+		name   string
+		opts   *aztables.ListEntitiesOptions
+		filter func(pk, rk string) bool
+	}{
+		{"All", nil, func(string, string) bool { return true }},
+		{"Top70", &aztables.ListEntitiesOptions{Top: to32(70)}, func(string, string) bool { return true }},
+		{"RowKeyFilter", &aztables.ListEntitiesOptions{Filter: strPtr("RowKey ge 'r015' or PartitionKey lt 'p003'")},
+			func(pk, rk string) bool { return rk >= "r015" || pk < "p003" }},
+		{"PropertyFilterTop", &aztables.ListEntitiesOptions{Filter: strPtr("V eq 3"), Top: to32(40)},
+			func(pk, rk string) bool { return rk == "r003" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var want []string
+			for p := range parts {
+				for r := range per {
+					pk, rk := fmt.Sprintf("p%03d", p), fmt.Sprintf("r%03d", r)
+					if tc.filter(pk, rk) {
+						want = append(want, pk+"/"+rk)
+					}
+				}
+			}
+			ents, pages := listAll(t, c, tc.opts)
+			got := make([]string, len(ents))
+			for i, ent := range ents {
+				got[i] = fmt.Sprint(ent["PartitionKey"], "/", ent["RowKey"])
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("%d entities, want %d, in order; first difference near %v", len(got), len(want), firstDiff(got, want))
+			}
+			limit := 1000
+			if tc.opts != nil && tc.opts.Top != nil {
+				limit = int(*tc.opts.Top)
+			}
+			for i, n := range pages {
+				if n > limit {
+					t.Errorf("page %d has %d entities, over %d", i, n, limit)
+				}
+			}
+			t.Logf("%d entities in %d pages", len(got), len(pages))
+		})
+	}
+}
+
+func to32(n int32) *int32 { return &n }
+
+func firstDiff(a, b []string) string {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return fmt.Sprintf("#%d: %s vs %s", i, a[i], b[i])
+		}
+	}
+	return fmt.Sprintf("lengths %d vs %d", len(a), len(b))
+}
