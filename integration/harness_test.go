@@ -89,6 +89,7 @@ func startEnv(t testing.TB, dsn string, opts store.Options, cfg httpapi.Config) 
 		t.Fatal(err)
 	}
 	pcfg.MaxConns = 16
+	store.ConfigurePool(pcfg)
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		t.Fatal(err)

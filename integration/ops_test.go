@@ -73,6 +73,7 @@ func newOpsEnv(t testing.TB, oc opsConfig) *opsEnv {
 		cfg.ConnConfig.RuntimeParams["application_name"] = oc.appName
 	}
 	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	store.ConfigurePool(cfg)
 	store.LimitAcquireWait(cfg, oc.acquireWait)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

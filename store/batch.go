@@ -9,7 +9,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgtables/pgtables/odata"
@@ -69,7 +71,7 @@ func (s *Store) Batch(ctx context.Context, account, table string, writes []Write
 			lastErr = err
 			continue
 		}
-		if err == nil || !(retryable(err) || errors.Is(err, errPartitionBusy)) {
+		if err == nil || !(retryable(err) || errors.Is(err, errPartitionBusy) || errors.Is(err, errCommitConflict)) {
 			return results, err
 		}
 		lastErr = err
@@ -79,6 +81,18 @@ func (s *Store) Batch(ctx context.Context, account, table string, writes []Write
 
 // errPartitionBusy means another batch holds the partition's lock.
 var errPartitionBusy = errors.New("partition locked by another batch")
+
+// errCommitConflict means a batch failed to serialize at COMMIT on a Citus
+// worker: retryable, as a serialization failure.
+var errCommitConflict = errors.New("serialization failure at commit")
+
+// commitConflict reports a failed COMMIT that Citus preceded with a
+// serialization failure's warning (ConfigurePool), on the batch's
+// connection since its transaction began.
+func commitConflict(c *pgconn.PgConn, err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == pgerrcode.InternalError && c.CustomData()[serializationWarning] == true
+}
 
 // errInsertConflict means an insert-only batch met an existing entity; the
 // transaction is gone, and firstExisting tells which operation failed.
@@ -153,6 +167,7 @@ func (s *Store) batchOnce(ctx context.Context, account, table string, writes []W
 		}
 		defer unlockPartition(ctx, conn, lock)
 	}
+	delete(conn.Conn().PgConn().CustomData(), serializationWarning)
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable})
 	if err != nil {
 		return nil, classify(fmt.Errorf("begin batch: %w", err))
@@ -171,6 +186,9 @@ func (s *Store) batchOnce(ctx context.Context, account, table string, writes []W
 	if err := tx.Commit(ctx); err != nil {
 		if retryable(err) {
 			return nil, err
+		}
+		if commitConflict(conn.Conn().PgConn(), err) {
+			return nil, fmt.Errorf("%w: %w", errCommitConflict, err)
 		}
 		return nil, classify(fmt.Errorf("commit batch: %w", err))
 	}

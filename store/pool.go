@@ -4,9 +4,34 @@ import (
 	"context"
 	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
+
+// ConfigurePool sets what the store needs of the connections of a pool
+// built from cfg: they note the warnings that announce a serialization
+// failure. Citus reports a transaction that fails to serialize at COMMIT
+// on a worker as an internal error (XX000), after a warning with the
+// failure's SQLSTATE (40001): the store retries such a batch as it
+// retries one that fails with 40001 itself (see commitConflict). A
+// notice handler already there goes on receiving every notice.
+func ConfigurePool(cfg *pgxpool.Config) {
+	next := cfg.ConnConfig.OnNotice
+	cfg.ConnConfig.OnNotice = func(c *pgconn.PgConn, n *pgconn.Notice) {
+		if n.Code == pgerrcode.SerializationFailure {
+			c.CustomData()[serializationWarning] = true
+		}
+		if next != nil {
+			next(c, n)
+		}
+	}
+}
+
+// serializationWarning keys the note of ConfigurePool in a connection's
+// CustomData.
+const serializationWarning = "pgtables.serialization-warning"
 
 // LimitAcquireWait bounds how long acquiring a connection from a pool
 // built from cfg may wait, separately from the deadline of the statement

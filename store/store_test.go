@@ -27,7 +27,12 @@ func newStore(t testing.TB) *Store {
 	if err := migrations.Up(ctx, dsn); err != nil {
 		t.Fatal(err)
 	}
-	pool, err := pgxpool.New(ctx, dsn)
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ConfigurePool(cfg)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -487,6 +492,9 @@ func TestBatchRetriesInjectedConflicts(t *testing.T) {
 	}{
 		{"serialization failures", "40001", 3, false},
 		{"deadlocks", "40P01", 2, false},
+		// As Citus reports a worker's serialization failure at COMMIT:
+		// an internal error after a warning with 40001.
+		{"serialization failures at commit", "commit", 3, false},
 		{"conflicts without end", "40001", 1000, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -504,7 +512,7 @@ func TestBatchRetriesInjectedConflicts(t *testing.T) {
 			if _, err := s.Write(ctx, acct, table, &Write{Op: OpInsert, PartitionKey: "p", RowKey: "a", Properties: props("N", 1)}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := s.pool.Exec(ctx, fmt.Sprintf(`
+			inject := fmt.Sprintf(`
 CREATE SEQUENCE injected;
 CREATE FUNCTION inject_conflict() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -514,7 +522,23 @@ BEGIN
     RETURN NEW;
 END $$;
 CREATE TRIGGER inject_conflict BEFORE INSERT OR UPDATE ON entities
-FOR EACH ROW EXECUTE FUNCTION inject_conflict();`, tc.failures, tc.sqlstate)); err != nil {
+FOR EACH ROW EXECUTE FUNCTION inject_conflict();`, tc.failures, tc.sqlstate)
+			if tc.sqlstate == "commit" {
+				// A deferred trigger runs at COMMIT, once a transaction.
+				inject = fmt.Sprintf(`
+CREATE SEQUENCE injected;
+CREATE FUNCTION inject_conflict() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF nextval('injected') <= %d THEN
+        RAISE WARNING 'could not serialize access due to read/write dependencies among transactions' USING ERRCODE = '40001';
+        RAISE EXCEPTION 'could not commit transaction for shard on at least one active node' USING ERRCODE = 'XX000';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE CONSTRAINT TRIGGER inject_conflict AFTER INSERT ON entities
+DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (NEW.rk = 'b') EXECUTE FUNCTION inject_conflict();`, tc.failures)
+			}
+			if _, err := s.pool.Exec(ctx, inject); err != nil {
 				t.Fatal(err)
 			}
 			before := snapshotEntities(t, s)

@@ -76,6 +76,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 	if poolCfg.ConnConfig.ConnectTimeout == 0 {
 		poolCfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
 	}
+	store.ConfigurePool(poolCfg)
 	store.LimitAcquireWait(poolCfg, cfg.dbAcquireTimeout)
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {
