@@ -7,6 +7,7 @@ BEGIN
     END IF;
 END
 $$;
+DROP STATISTICS entities_pk_dkey;
 ALTER TABLE entities DROP CONSTRAINT entities_pkey, ADD PRIMARY KEY (table_id, pk, rk);
 ALTER TABLE entities DROP COLUMN dkey;
 DROP FUNCTION entity_dkey(text, text, text);

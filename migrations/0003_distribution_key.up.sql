@@ -18,6 +18,10 @@ UPDATE entities e SET dkey = entity_dkey(t.account, t.lname, e.pk) FROM tables t
 DELETE FROM entities WHERE dkey IS NULL;
 ALTER TABLE entities ALTER COLUMN dkey SET NOT NULL;
 ALTER TABLE entities DROP CONSTRAINT entities_pkey, ADD PRIMARY KEY (table_id, pk, rk, dkey);
+-- dkey follows from pk (within a table): without knowing it, the planner
+-- takes "pk = $x AND dkey = $y" for far fewer rows than pk alone, and
+-- scans a partition rather than the ranges of its RowKey conditions.
+CREATE STATISTICS entities_pk_dkey (dependencies) ON pk, dkey FROM entities;
 
 -- Where the citus extension is installed, distribute: entities by their
 -- key, in citus.shard_count shards (pgtables migrate sets it from

@@ -160,7 +160,7 @@ ANALYZE entities; ANALYZE tables;`); err != nil {
 			{Filter: expr, Top: 1000},
 			{Filter: expr, Top: 1000, FromPK: "p1", FromRK: "r1", HasFromPK: true, HasFromRK: true}, // a continuation
 		} {
-			sql, args, err := queryEntitiesSQL("a", "t7", q)
+			sql, args, err := queryEntitiesSQL(false, "a", "t7", q)
 			if err != nil {
 				t.Fatal(err)
 			}

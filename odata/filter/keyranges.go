@@ -1,5 +1,7 @@
 package filter
 
+import "github.com/pgtables/pgtables/odata"
+
 // KeyRanges returns the part of e that a primary key on (pk, rk) serves as
 // index ranges, and whether that part is all of e.
 //
@@ -73,4 +75,23 @@ func isRange(x *Expr, pk, rk string, pinned bool) bool {
 		return true
 	}
 	return false
+}
+
+// Partition returns the value of pk when e pins one partition: when e, or
+// a top-level conjunct of it, is pk eq a string. A query then reads one
+// partition, which on Citus lives on one shard.
+func Partition(e *Expr, pk string) (string, bool) {
+	if e == nil {
+		return "", false
+	}
+	conj := []*Expr{e}
+	if e.Op == OpAnd {
+		conj = e.Args
+	}
+	for _, c := range conj {
+		if c.Op == OpEq && c.Name == pk && c.Value.Type == odata.EdmString {
+			return c.Value.Str, true
+		}
+	}
+	return "", false
 }

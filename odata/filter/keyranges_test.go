@@ -58,3 +58,29 @@ func TestKeyRanges(t *testing.T) {
 		}
 	}
 }
+
+func TestPartition(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		filter, pk string
+		ok         bool
+	}{
+		{"PartitionKey eq 'p'", "p", true},
+		{"PartitionKey eq 'p' and RowKey gt 'a'", "p", true},
+		{"RowKey gt 'a' and (PartitionKey eq 'q') and V eq 1", "q", true},
+		{"PartitionKey eq ''", "", true},
+		{"PartitionKey eq 'p' or PartitionKey eq 'q'", "", false},
+		{"PartitionKey ge 'p'", "", false},
+		{"not (PartitionKey eq 'p')", "", false},
+		{"PartitionKey eq 1", "", false},
+		{"V eq 'p'", "", false},
+	} {
+		e, err := Parse(tt.filter)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pk, ok := Partition(e, "PartitionKey"); pk != tt.pk || ok != tt.ok {
+			t.Errorf("Partition(%s) = %q, %v; want %q, %v", tt.filter, pk, ok, tt.pk, tt.ok)
+		}
+	}
+}
