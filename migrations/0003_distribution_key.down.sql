@@ -1,9 +1,14 @@
+-- On Citus, entities go back to the coordinator first (see
+-- citus/distribute.sql): a distribution column cannot be dropped. One shard
+-- at a time, so that the same transaction may then change the table. The
+-- small relations stay reference tables.
 DO $$
 BEGIN
     IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') THEN
-        PERFORM undistribute_table('entities');
-        PERFORM undistribute_table('service_properties');
-        PERFORM undistribute_table('table_acls', cascade_via_foreign_keys => true);
+        SET LOCAL citus.multi_shard_modify_mode TO 'sequential';
+        IF EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'entities'::regclass) THEN
+            PERFORM undistribute_table('entities');
+        END IF;
     END IF;
 END
 $$;

@@ -6,8 +6,8 @@
 -- from the request (store.distributionKey; entity_dkey is the same in SQL,
 -- for this migration and for operators) and names it in every
 -- statement on entities, so that Citus sends the statement to the one
--- shard that holds the partition. On plain PostgreSQL it is one more
--- column of the primary key. Entities of a table whose row is already gone
+-- shard that holds the partition (distribute.sql). On plain PostgreSQL
+-- it is one more column of the primary key. Entities of a table whose row is already gone
 -- can never be read again: they go.
 CREATE FUNCTION entity_dkey(account text, lname text, pk text) RETURNS bigint
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
@@ -22,22 +22,3 @@ ALTER TABLE entities DROP CONSTRAINT entities_pkey, ADD PRIMARY KEY (table_id, p
 -- takes "pk = $x AND dkey = $y" for far fewer rows than pk alone, and
 -- scans a partition rather than the ranges of its RowKey conditions.
 CREATE STATISTICS entities_pk_dkey (dependencies) ON pk, dkey FROM entities;
-
--- Where the citus extension is installed, distribute: entities by their
--- key, in citus.shard_count shards (pgtables migrate sets it from
--- PGTABLES_CITUS_SHARD_COUNT); the small relations, read by every request
--- or joined with entities, as reference tables, a copy on every node.
-DO $$
-BEGIN
-    IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') THEN
-        PERFORM create_reference_table('tables');
-        PERFORM create_reference_table('table_acls');
-        PERFORM create_reference_table('service_properties');
-        PERFORM create_distributed_table('entities', 'dkey');
-        -- The rows copied to the nodes stay on the coordinator's disk, unseen,
-        -- until this.
-        PERFORM truncate_local_data_after_distributing_table(r)
-        FROM unnest(ARRAY['tables', 'table_acls', 'service_properties', 'entities']::regclass[]) AS r;
-    END IF;
-END
-$$;

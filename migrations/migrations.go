@@ -49,7 +49,12 @@ func UpWith(ctx context.Context, databaseURL string, opts Options) error {
 	done := make(chan error, 1)
 	stop := make(chan chan bool, 1)
 	go func() {
-		m, err := openWith(databaseURL, opts)
+		cfg, err := connConfig(databaseURL, opts)
+		if err != nil {
+			done <- err
+			return
+		}
+		m, err := open(cfg)
 		if err != nil {
 			done <- err
 			return
@@ -60,7 +65,11 @@ func UpWith(ctx context.Context, databaseURL string, opts Options) error {
 			return
 		}
 		stop <- m.GracefulStop
-		done <- m.Up()
+		if err := m.Up(); err != nil && !errors.Is(err, migrate.ErrNoChange) {
+			done <- err
+			return
+		}
+		done <- distribute(ctx, cfg)
 	}()
 	var err error
 	select {
@@ -106,7 +115,11 @@ func checkNotNewer(m *migrate.Migrate) error {
 // Version reports the schema version of the database and whether a failed
 // migration left it dirty. An empty database is at version 0.
 func Version(databaseURL string) (version uint, dirty bool, err error) {
-	m, err := open(databaseURL)
+	cfg, err := connConfig(databaseURL, Options{})
+	if err != nil {
+		return 0, false, err
+	}
+	m, err := open(cfg)
 	if err != nil {
 		return 0, false, err
 	}
@@ -138,15 +151,8 @@ func Latest() (uint, error) {
 	}
 }
 
-func open(databaseURL string) (*migrate.Migrate, error) {
-	return openWith(databaseURL, Options{})
-}
-
-func openWith(databaseURL string, opts Options) (*migrate.Migrate, error) {
-	src, err := iofs.New(files, ".")
-	if err != nil {
-		return nil, fmt.Errorf("open embedded migrations: %w", err)
-	}
+// connConfig is the configuration of the connections that migrate.
+func connConfig(databaseURL string, opts Options) (*pgx.ConnConfig, error) {
 	// Parsing with pgx accepts every form pgtables accepts elsewhere: URLs,
 	// key=value strings, and an empty string meaning the libpq environment.
 	cfg, err := pgx.ParseConfig(databaseURL)
@@ -162,6 +168,14 @@ func openWith(databaseURL string, opts Options) (*migrate.Migrate, error) {
 		// A setting of the session, which create_distributed_table reads;
 		// without Citus, a placeholder that nothing reads.
 		cfg.RuntimeParams["citus.shard_count"] = strconv.Itoa(opts.CitusShardCount)
+	}
+	return cfg, nil
+}
+
+func open(cfg *pgx.ConnConfig) (*migrate.Migrate, error) {
+	src, err := iofs.New(files, ".")
+	if err != nil {
+		return nil, fmt.Errorf("open embedded migrations: %w", err)
 	}
 	db := stdlib.OpenDB(*cfg)
 	driver, err := migratepgx.WithInstance(db, &migratepgx.Config{})

@@ -16,7 +16,11 @@ func TestUpgradeFillsDistributionKey(t *testing.T) {
 	t.Parallel()
 	dsn := testdb.New(t)
 	ctx := context.Background()
-	m, err := open(dsn)
+	cfg, err := connConfig(dsn, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +66,7 @@ WHERE i.indrelid = 'entities'::regclass AND i.indisprimary`).Scan(&cols); err !=
 		t.Fatalf("primary key %v, want %v", cols, want)
 	}
 	// Down and up again.
-	m, err = open(dsn)
+	m, err = open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,49 @@
+package migrations
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// distributeSQL distributes the schema on Citus (citus/distribute.sql).
+//
+//go:embed citus/distribute.sql
+var distributeSQL string
+
+// distributeLock is the advisory lock under which one process distributes
+// while others that start at the same time wait, and then find it done.
+const distributeLock = 0x70677461626c6573 // "pgtables"
+
+// distribute runs distributeSQL when the citus extension is installed in
+// the database: after the migrations, on every Up, so that a database that
+// gets Citus later (a single node's, in place, or one restored from its
+// dump) is distributed by the next `pgtables migrate` or start. Relations
+// already distributed stay as they are.
+func distribute(ctx context.Context, cfg *pgx.ConnConfig) error {
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("distribute: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var citus bool
+	if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')`).Scan(&citus); err != nil {
+		return fmt.Errorf("distribute: %w", err)
+	}
+	if !citus {
+		return nil
+	}
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(distributeLock)); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, distributeSQL)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("distribute: %w", err)
+	}
+	return nil
+}

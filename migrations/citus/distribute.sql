@@ -1,0 +1,32 @@
+-- Distributes the schema on Citus: entities by their distribution key
+-- (migration 0003), in citus.shard_count shards; the small relations,
+-- read by every request or joined with entities, as reference tables, a
+-- copy on every node. Each relation that is not yet what it should be
+-- becomes it, with its rows, so this distributes a fresh schema, one
+-- restored from a single node's dump, or a single node's database in
+-- place once the extension is installed there.
+DO $$
+DECLARE
+    name text;
+    converted text[] := ARRAY[]::text[];
+BEGIN
+    -- By name, each time: once tables is a reference table, Citus has
+    -- made table_acls (its foreign key) a local table of its own, whose
+    -- name now stands for another relation than before.
+    FOREACH name IN ARRAY ARRAY['tables', 'table_acls', 'service_properties'] LOOP
+        IF NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = name::regclass AND repmodel = 't') THEN
+            PERFORM create_reference_table(name::regclass);
+            converted := converted || name;
+        END IF;
+    END LOOP;
+    IF NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'entities'::regclass) THEN
+        PERFORM create_distributed_table('entities', 'dkey');
+        converted := converted || 'entities'::text;
+    END IF;
+    -- The rows copied to the nodes stay on the coordinator's disk, unseen,
+    -- until this.
+    FOREACH name IN ARRAY converted LOOP
+        PERFORM truncate_local_data_after_distributing_table(name::regclass);
+    END LOOP;
+END
+$$;
