@@ -380,3 +380,86 @@ func firstDiff(a, b []string) string {
 	}
 	return fmt.Sprintf("lengths %d vs %d", len(a), len(b))
 }
+
+// deadPort is a port where no node listens.
+const deadPort = 1
+
+// TestCitusWorkerUnreachable makes one worker refuse connections while the
+// server runs: requests for the partitions on it get a retryable 503
+// ServerBusy, never a 500, and nothing is half written; once the worker
+// takes connections again, they succeed. It runs alone (not in parallel):
+// the other tests share the cluster.
+func TestCitusWorkerUnreachable(t *testing.T) {
+	needCluster(t)
+	e := newEnv(t)
+	ctx := context.Background()
+	c, table := e.newTable()
+	addPartitions(t, c, 8, 2)
+	// A partition on the first worker, and that worker.
+	var pk, host string
+	var port int
+	if err := e.pool.QueryRow(ctx, `
+SELECT p, s.nodename, s.nodeport FROM tables t
+CROSS JOIN unnest(ARRAY['p000', 'p001', 'p002', 'p003', 'p004', 'p005', 'p006', 'p007']) p
+JOIN citus_shards s ON s.shardid = get_shard_id_for_distribution_column('entities', entity_dkey(t.account, t.lname, p))
+WHERE t.lname = lower($1) AND t.deleted_at IS NULL
+ORDER BY s.nodeport, p LIMIT 1`, table).Scan(&pk, &host, &port); err != nil {
+		t.Fatal(err)
+	}
+	// The cluster's metadata points at a port where nothing listens:
+	// every connection to that worker is refused, as when it is down.
+	move := func(from, to int) {
+		t.Helper()
+		if _, err := e.pool.Exec(ctx, `SELECT citus_update_node(nodeid, nodename, $3) FROM pg_dist_node WHERE nodename = $1 AND nodeport = $2`,
+			host, from, to); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Back, and the nodes' copies of the metadata in step again (Citus
+	// syncs them in the background), before other tests use the cluster.
+	restore := func() {
+		t.Helper()
+		move(deadPort, port) // a no-op once moved back
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+			var stale int
+			if err := e.pool.QueryRow(ctx, `SELECT count(*) FROM pg_dist_node WHERE hasmetadata AND NOT metadatasynced`).Scan(&stale); err != nil {
+				t.Fatal(err)
+			}
+			if stale == 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d nodes' metadata still out of sync", stale)
+			}
+		}
+	}
+	before := e.tableSnapshot(table)
+	move(port, deadPort)
+	t.Cleanup(restore)
+	path := e.entityPath(table, pk, "r000")
+	for _, req := range []rawReq{
+		{method: "GET", path: path},
+		{method: "PUT", path: path, body: []byte(`{"V":9}`), header: map[string]string{"If-Match": "*"}},
+		{method: "MERGE", path: e.entityPath(table, pk, "new"), body: []byte(`{"V":9}`)},
+		{method: "GET", path: e.tablePath(table) + "()?$filter=PartitionKey%20eq%20'" + pk + "'"},
+	} {
+		r := e.send(req)
+		wantError(t, r, http.StatusServiceUnavailable, "ServerBusy")
+	}
+	var acts []aztables.TransactionAction
+	for _, rk := range []string{"r000", "r001", "x"} {
+		acts = append(acts, aztables.TransactionAction{ActionType: aztables.TransactionTypeInsertMerge, Entity: batchEntity(t, pk, rk, map[string]any{"V": 9})})
+	}
+	_, err := c.SubmitTransaction(ctx, acts, nil)
+	if status, code := txFailure(err); err == nil || status != http.StatusServiceUnavailable || code != "ServerBusy" {
+		t.Errorf("batch on an unreachable worker: %d %s (%v), want 503 ServerBusy", status, code, err)
+	}
+	restore()
+	if e.tableSnapshot(table) != before {
+		t.Error("requests refused with 503 wrote")
+	}
+	if _, err := c.SubmitTransaction(ctx, acts, nil); err != nil {
+		t.Errorf("the batch once the worker is back: %v", err)
+	}
+	wantStatus(t, e.send(rawReq{method: "GET", path: path}), 200)
+}
