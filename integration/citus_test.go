@@ -18,15 +18,8 @@ import (
 
 // What only a Citus cluster can show (PGTABLES_TEST_BACKEND=citus, as CI's
 // second pass runs the suite): where the rows are, and what happens when a
-// worker's connection is cut or a shard moves. On PostgreSQL there are no
-// shards to look at, and these tests say so and skip.
-
-func needCluster(t *testing.T) {
-	t.Helper()
-	if !testdb.Citus() {
-		t.Skip("needs a Citus cluster (PGTABLES_TEST_BACKEND=citus): there are no shards on PostgreSQL")
-	}
-}
+// worker's connection is cut, a worker is unreachable or a shard moves. On
+// PostgreSQL there are no shards to look at: testdb.NeedCitus skips them.
 
 // addPartitions writes n partitions p000.. of per entities each, a batch a
 // partition.
@@ -58,7 +51,7 @@ func (e *env) tableID(t *testing.T, table string) int64 {
 // partition lies in one shard, and the partitions of one table on every
 // worker.
 func TestCitusDistribution(t *testing.T) {
-	needCluster(t)
+	testdb.NeedCitus(t)
 	t.Parallel()
 	e := newEnv(t)
 	c, table := e.newTable()
@@ -117,7 +110,7 @@ WHERE r.success`, id))
 // partition holds all of the batch or none of it: none, as it never got
 // past the held row.
 func TestCitusBatchWorkerConnectionCut(t *testing.T) {
-	needCluster(t)
+	testdb.NeedCitus(t)
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
@@ -237,7 +230,7 @@ func strPtr(s string) *string { return &s }
 // spuriously, as the row's xmin changes with the move) and never another
 // version.
 func TestCitusETagsAcrossShardMove(t *testing.T) {
-	needCluster(t)
+	testdb.NeedCitus(t)
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
@@ -390,7 +383,7 @@ const deadPort = 1
 // takes connections again, they succeed. It runs alone (not in parallel):
 // the other tests share the cluster.
 func TestCitusWorkerUnreachable(t *testing.T) {
-	needCluster(t)
+	testdb.NeedCitus(t)
 	e := newEnv(t)
 	ctx := context.Background()
 	c, table := e.newTable()

@@ -16,9 +16,7 @@ import (
 // single node's dump restored on a coordinator, is distributed by the next
 // Up, its rows kept; the shard count is the option's.
 func TestDistributeInPlace(t *testing.T) {
-	if !testdb.Citus() {
-		t.Skip("needs Citus (PGTABLES_TEST_BACKEND=citus): only there is a schema distributed")
-	}
+	testdb.NeedCitus(t)
 	t.Parallel()
 	dsn := testdb.New(t)
 	ctx := context.Background()

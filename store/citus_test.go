@@ -14,9 +14,7 @@ import (
 // point reads and writes name the distribution key, and so do queries
 // whose filter pins the partition; other queries run on every shard.
 func TestCitusPartitionStatementsRunOnOneShard(t *testing.T) {
-	if !testdb.Citus() {
-		t.Skip("needs a Citus cluster (PGTABLES_TEST_BACKEND=citus): there are no shards on PostgreSQL")
-	}
+	testdb.NeedCitus(t)
 	t.Parallel()
 	s := newStore(t)
 	ctx := context.Background()

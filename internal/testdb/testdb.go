@@ -60,6 +60,15 @@ const testShards = 4
 // Citus reports whether the tests run on Citus (PGTABLES_TEST_BACKEND).
 func Citus() bool { return os.Getenv("PGTABLES_TEST_BACKEND") == "citus" }
 
+// NeedCitus skips a test of what only a Citus cluster has (shards, nodes,
+// distribution) when the tests run on PostgreSQL. CI runs them on Citus.
+func NeedCitus(tb testing.TB) {
+	tb.Helper()
+	if !Citus() {
+		tb.Skip("needs Citus (PGTABLES_TEST_BACKEND=citus): PostgreSQL has no shards or nodes")
+	}
+}
+
 func findServer() (string, error) {
 	switch b := os.Getenv("PGTABLES_TEST_BACKEND"); b {
 	case "", "postgres":
