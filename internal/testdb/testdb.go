@@ -115,7 +115,23 @@ func findCitus() (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("start citus container: %w", err)
 	}
-	return c.ConnectionString(ctx, "sslmode=disable")
+	url, err := c.ConnectionString(ctx, "sslmode=disable")
+	if err != nil {
+		return "", err
+	}
+	// One node: the coordinator holds the shards itself.
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return "", fmt.Errorf("citus container: %w", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `SELECT citus_set_coordinator_host('localhost', 5432)`); err != nil {
+		return "", fmt.Errorf("citus container: %w", err)
+	}
+	if _, err := conn.Exec(ctx, `SELECT citus_set_node_property('localhost', 5432, 'shouldhaveshards', true)`); err != nil {
+		return "", fmt.Errorf("citus container: %w", err)
+	}
+	return url, nil
 }
 
 // dockerAnswers reports whether a Docker engine responds. testcontainers
