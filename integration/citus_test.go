@@ -396,8 +396,9 @@ const deadPort = 1
 // TestCitusWorkerUnreachable makes one worker refuse connections while the
 // server runs: requests for the partitions on it get a retryable 503
 // ServerBusy, never a 500, and nothing is half written; once the worker
-// takes connections again, they succeed. It runs alone (not in parallel):
-// the other tests share the cluster.
+// takes connections again, they succeed. It runs alone (not in parallel),
+// since the other tests share the cluster, and so must other test
+// processes on it (go test -p 1): DDL waits for the nodes' metadata.
 func TestCitusWorkerUnreachable(t *testing.T) {
 	testdb.NeedCitus(t)
 	e := newEnv(t)
