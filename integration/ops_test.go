@@ -81,6 +81,9 @@ func newOpsEnv(t testing.TB, oc opsConfig) *opsEnv {
 	}
 	t.Cleanup(pool.Close)
 	st := store.New(pool)
+	if err := st.DetectDistribution(ctx); err != nil {
+		t.Fatal(err)
+	}
 	logs := &logBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	hc := oc.http
