@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"github.com/jackc/pgx/v5"
 
@@ -229,15 +230,13 @@ WHERE w.blocking_gpid = $1 LIMIT 1`, gpid).Scan(&host, &port, &pid)
 // listAllRaw returns the V of every entity of partition pk.
 func listAllRaw(t *testing.T, c *aztables.Client, pk string) []any {
 	t.Helper()
-	ents, _ := listAll(t, c, &aztables.ListEntitiesOptions{Filter: strPtr(fmt.Sprintf("PartitionKey eq '%s'", pk))})
+	ents, _ := listAll(t, c, &aztables.ListEntitiesOptions{Filter: to.Ptr(fmt.Sprintf("PartitionKey eq '%s'", pk))})
 	var vs []any
 	for _, e := range ents {
 		vs = append(vs, e["V"])
 	}
 	return vs
 }
-
-func strPtr(s string) *string { return &s }
 
 // TestCitusETagsAcrossShardMove moves the shard of a partition to the
 // other worker. Its entities are intact; an ETag read before the move
@@ -341,10 +340,10 @@ func TestScanAcrossPartitions(t *testing.T) {
 		filter func(pk, rk string) bool
 	}{
 		{"All", nil, func(string, string) bool { return true }},
-		{"Top70", &aztables.ListEntitiesOptions{Top: to32(70)}, func(string, string) bool { return true }},
-		{"RowKeyFilter", &aztables.ListEntitiesOptions{Filter: strPtr("RowKey ge 'r015' or PartitionKey lt 'p003'")},
+		{"Top70", &aztables.ListEntitiesOptions{Top: to.Ptr[int32](70)}, func(string, string) bool { return true }},
+		{"RowKeyFilter", &aztables.ListEntitiesOptions{Filter: to.Ptr("RowKey ge 'r015' or PartitionKey lt 'p003'")},
 			func(pk, rk string) bool { return rk >= "r015" || pk < "p003" }},
-		{"PropertyFilterTop", &aztables.ListEntitiesOptions{Filter: strPtr("V eq 3"), Top: to32(40)},
+		{"PropertyFilterTop", &aztables.ListEntitiesOptions{Filter: to.Ptr("V eq 3"), Top: to.Ptr[int32](40)},
 			func(pk, rk string) bool { return rk == "r003" }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -378,8 +377,6 @@ func TestScanAcrossPartitions(t *testing.T) {
 		})
 	}
 }
-
-func to32(n int32) *int32 { return &n }
 
 func firstDiff(a, b []string) string {
 	for i := range min(len(a), len(b)) {

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net"
 	"net/http"
@@ -768,27 +767,11 @@ func cliAdd(t *testing.T, c *aztables.Client, ent map[string]any) {
 // as 5.
 func cliRawEntity(t *testing.T, e *env, table, pk, rk string) map[string]any {
 	t.Helper()
-	path := e.entityPath(table, pk, rk)
-	req, err := http.NewRequest("GET", e.baseURL+"/", nil)
-	if err != nil {
-		t.Fatal(err)
+	r := e.send(rawReq{method: "GET", path: e.entityPath(table, pk, rk)})
+	if r.status != http.StatusOK {
+		t.Fatalf("get %q/%q: %d\n%s", pk, rk, r.status, r.body)
 	}
-	req.URL.Opaque = path
-	date := time.Now().UTC().Format(http.TimeFormat)
-	req.Header.Set("x-ms-date", date)
-	req.Header.Set("x-ms-version", "2019-02-02")
-	req.Header.Set("Accept", "application/json;odata=minimalmetadata")
-	req.Header.Set("DataServiceVersion", "3.0")
-	req.Header.Set("Authorization", "SharedKeyLite "+httpapi.DevAccount+":"+signLite(date, path, ""))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("get %q/%q: %v", pk, rk, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("get %q/%q: %d %v\n%s", pk, rk, resp.StatusCode, err, body)
-	}
+	body := r.body
 	var m map[string]any
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()

@@ -29,8 +29,7 @@ DELETE FROM entities WHERE table_id = $1 AND (pk, rk) IN (
 
 	// On Citus a transaction may not write a reference table (tables)
 	// after a statement that ran on many shards at once (the chunk):
-	// the purge runs its shards one after another. On plain PostgreSQL the
-	// setting is a placeholder that nothing reads.
+	// on a distributed schema the purge runs its shards one after another.
 	sqlOneShardAtATime = `SET LOCAL citus.multi_shard_modify_mode TO 'sequential'`
 )
 
@@ -106,8 +105,10 @@ func (s *Store) PurgeOnce(ctx context.Context, cfg PurgeConfig) (stats PurgeStat
 		var entities int64
 		var dropped bool
 		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, sqlOneShardAtATime); err != nil {
-				return err
+			if s.distributed.Load() {
+				if _, err := tx.Exec(ctx, sqlOneShardAtATime); err != nil {
+					return err
+				}
 			}
 			var final bool
 			err := tx.QueryRow(ctx, sqlLockTombstone, id, cfg.Grace.Seconds()).Scan(&final)
