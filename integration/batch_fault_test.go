@@ -168,7 +168,9 @@ SELECT id, entity_dkey(account, lname, $2), $2, $3, 1, 0, '{}' FROM tables WHERE
 					time.Sleep(2 * time.Millisecond)
 				}
 			}
-			terminate(t, killer, victim)
+			if !terminate(t, killer, victim) {
+				t.Fatalf("backend %d was gone before the test ended it", victim)
+			}
 			wantFailure(t, <-done)
 			if err := tx.Rollback(ctx); err != nil {
 				t.Fatal(err)

@@ -195,13 +195,20 @@ WHERE w.blocking_gpid = $1 LIMIT 1`, gpid).Scan(&host, &port, &pid)
 				time.Sleep(5 * time.Millisecond)
 			}
 			wcfg := e.pool.Config().ConnConfig.Copy()
+			// Every attempt goes to the worker: sslmode=prefer's fallback
+			// without TLS would otherwise reach the coordinator.
 			wcfg.Host, wcfg.Port = host, uint16(port)
+			for _, f := range wcfg.Fallbacks {
+				f.Host, f.Port = host, uint16(port)
+			}
 			worker, err := pgx.ConnectConfig(ctx, wcfg)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer worker.Close(ctx)
-			terminate(t, worker, int32(pid))
+			if !terminate(t, worker, int32(pid)) {
+				t.Fatalf("no backend %d on the worker at %s:%d", pid, host, port)
+			}
 
 			err = <-done
 			if status, code := txFailure(err); err == nil || status != http.StatusServiceUnavailable || code != "ServerBusy" {

@@ -78,11 +78,14 @@ WHERE w.blocking_gpid = $1 LIMIT 1`, gpid).Scan(&pid)
 	return pid
 }
 
-// terminate ends the backend pid of conn's server. (Citus adds a
-// pg_terminate_backend of a global pid: the cast picks the local one.)
-func terminate(t testing.TB, conn *pgx.Conn, pid int32) {
+// terminate ends the backend pid of conn's server, and reports whether there
+// was one. (Citus adds a pg_terminate_backend of a global pid: the cast
+// picks the local one.)
+func terminate(t testing.TB, conn *pgx.Conn, pid int32) bool {
 	t.Helper()
-	if _, err := conn.Exec(context.Background(), `SELECT pg_terminate_backend($1::integer)`, pid); err != nil {
+	var ok bool
+	if err := conn.QueryRow(context.Background(), `SELECT pg_terminate_backend($1::integer)`, pid).Scan(&ok); err != nil {
 		t.Fatal(err)
 	}
+	return ok
 }
