@@ -70,10 +70,6 @@ type EntityPage struct {
 // budget and then ends, possibly empty, with a continuation. Either way no
 // request holds the database for minutes, and every page makes progress.
 func (s *Store) QueryEntities(ctx context.Context, account, table string, q EntityQuery) (*EntityPage, error) {
-	sql, args, err := queryEntitiesSQL(s.distributed.Load(), account, table, q)
-	if err != nil {
-		return nil, err
-	}
 	if v, ok := filter.Fold(q.Filter, entitySchema); q.Top == 0 || ok && !v {
 		// No continuation either: a pager that repeats $top=0 would
 		// follow it forever.
@@ -82,7 +78,7 @@ func (s *Store) QueryEntities(ctx context.Context, account, table string, q Enti
 	}
 	ranges, exact := filter.KeyRanges(q.Filter, "PartitionKey", "RowKey")
 	if q.Filter == nil || exact {
-		page, err := s.runPage(ctx, q.Top, sql, args)
+		page, err := s.pageOf(ctx, account, table, q)
 		if err != nil {
 			return nil, err
 		}
@@ -90,7 +86,7 @@ func (s *Store) QueryEntities(ctx context.Context, account, table string, q Enti
 	}
 	deadline := s.now().Add(s.opts.ScanBudget)
 	first, cancel := context.WithTimeout(ctx, s.opts.ScanFirst)
-	page, err := s.runPage(first, q.Top, sql, args)
+	page, err := s.pageOf(first, account, table, q)
 	cancel()
 	switch {
 	case err == nil:
@@ -110,18 +106,80 @@ func (s *Store) QueryEntities(ctx context.Context, account, table string, q Enti
 
 // queryEntitiesSQL builds the one statement of a query page.
 func queryEntitiesSQL(distributed bool, account, table string, q EntityQuery) (string, []any, error) {
+	st := q.statement()
+	if pk, ok := filter.Partition(q.Filter, "PartitionKey"); ok && distributed {
+		st.pin, st.hasPin = pk, true
+	}
+	return pageSQL(account, table, q, st)
+}
+
+// pageStatement is where one statement of a page starts and ends, and what
+// it selects; the filter and key range of the query apply to every one.
+type pageStatement struct {
+	keysOnly bool
+	// Continuation: from (fromPK, fromRK), or from fromPK when only it is
+	// set; or after every key of afterPK.
+	fromPK, fromRK       string
+	hasFromPK, hasFromRK bool
+	afterPK              string
+	hasAfterPK           bool
+	// toPK, toRK: the last key, inclusive.
+	toPK, toRK string
+	hasTo      bool
+	// pin names the one partition the statement can touch, so that Citus
+	// runs it on that partition's shard alone rather than on every shard.
+	// On PostgreSQL it would only be one more condition for the planner to
+	// misjudge.
+	pin    string
+	hasPin bool
+	limit  int // rows returned at most
+}
+
+// statement is the one statement of a page on a single node: from the
+// continuation, one row past $top to know where the next page starts.
+func (q *EntityQuery) statement() pageStatement {
+	return pageStatement{fromPK: q.FromPK, fromRK: q.FromRK, hasFromPK: q.HasFromPK, hasFromRK: q.HasFromRK, limit: q.Top + 1}
+}
+
+// Bounds of page statements other than a continuation, and what a
+// statement that only finds a page's keys selects.
+const (
+	sqlQueryKeys = `
+SELECT e.pk, e.rk FROM entities e
+WHERE e.table_id = ` + liveTable
+	sqlAfterPK  = ` AND e.pk > $%d`
+	sqlToKey    = ` AND (e.pk, e.rk) <= ($%d, $%d)`
+	sqlPinnedPK = ` AND e.pk = $%d AND e.dkey = $%d`
+)
+
+// pageSQL builds one statement of a query page.
+func pageSQL(account, table string, q EntityQuery, st pageStatement) (string, []any, error) {
 	sql := sqlQueryEntities
+	if st.keysOnly {
+		sql = sqlQueryKeys
+	}
 	args := []any{account, tableKey(table)}
 	switch {
-	case q.HasFromPK && q.HasFromRK:
+	case st.hasFromPK && st.hasFromRK:
 		sql += sqlFromKey
-		args = append(args, q.FromPK, q.FromRK)
-	case q.HasFromPK:
+		args = append(args, st.fromPK, st.fromRK)
+	case st.hasFromPK:
 		sql += sqlFromPK
-		args = append(args, q.FromPK)
+		args = append(args, st.fromPK)
+	case st.hasAfterPK:
+		sql += fmt.Sprintf(sqlAfterPK, len(args)+1)
+		args = append(args, st.afterPK)
+	}
+	if st.hasTo {
+		sql += fmt.Sprintf(sqlToKey, len(args)+1, len(args)+2)
+		args = append(args, st.toPK, st.toRK)
 	}
 	sql, args = q.Range.appendSQL(sql, args)
-	sql, args = q.appendPartition(distributed, account, table, sql, args)
+	if st.hasPin {
+		sql += fmt.Sprintf(sqlPinnedPK, len(args)+1, len(args)+2)
+		// A filter's literal may hold U+0000, which text takes only as stored.
+		args = append(args, odata.StoredString(st.pin), distributionKey(account, tableKey(table), st.pin))
+	}
 	if q.Filter != nil {
 		cond, fargs, err := filter.Compile(q.Filter, entitySchema, len(args)+1)
 		if err != nil {
@@ -130,13 +188,12 @@ func queryEntitiesSQL(distributed bool, account, table string, q EntityQuery) (s
 		sql += " AND (" + cond + ")"
 		args = append(args, fargs...)
 	}
-	return sql + sqlOrderPage + strconv.Itoa(q.Top+1), args, nil
+	return sql + sqlOrderPage + strconv.Itoa(st.limit), args, nil
 }
 
 // appendPartition names the partition's distribution key when entities
-// are distributed and the filter pins one partition: Citus then runs the
-// statement on its shard alone rather than on every shard. On PostgreSQL
-// it would only be one more condition for the planner to misjudge.
+// are distributed and the filter pins one partition, as pageStatement.pin
+// does for the statements of a page.
 func (q *EntityQuery) appendPartition(distributed bool, account, table string, sql string, args []any) (string, []any) {
 	pk, ok := filter.Partition(q.Filter, "PartitionKey")
 	if !distributed || !ok {

@@ -12,8 +12,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/pgtables/pgtables/internal/testdb"
-	"github.com/pgtables/pgtables/migrations"
 	"github.com/pgtables/pgtables/odata/filter"
 )
 
@@ -23,37 +21,52 @@ func newStoreWith(t *testing.T, opts Options) *Store {
 	return NewWithOptions(s.pool, opts)
 }
 
-// collect follows continuations to the end and returns the keys and the
-// number of pages.
-func collect(t *testing.T, s *Store, table, f string, top int) (keys []string, pages, empty int) {
+// follow runs q and the queries of its continuations to the end, and
+// returns the keys of each page.
+func follow(t *testing.T, s *Store, table string, q EntityQuery) (pages [][]string) {
 	t.Helper()
-	expr, err := filter.Parse(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := EntityQuery{Filter: expr, Top: top}
-	for pages = 1; ; pages++ {
+	for {
 		page, err := s.QueryEntities(context.Background(), acct, table, q)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(page.Entities) > top {
-			t.Fatalf("page of %d > top %d", len(page.Entities), top)
+		if len(page.Entities) > q.Top {
+			t.Fatalf("page of %d > top %d", len(page.Entities), q.Top)
 		}
-		if len(page.Entities) == 0 {
-			empty++
-		}
+		keys := []string{}
 		for _, e := range page.Entities {
 			keys = append(keys, e.PartitionKey+"/"+e.RowKey)
 		}
+		pages = append(pages, keys)
 		if !page.More {
-			return keys, pages, empty
+			return pages
 		}
 		q.FromPK, q.FromRK, q.HasFromPK, q.HasFromRK = page.NextPK, page.NextRK, true, true
-		if pages > 10000 {
+		if len(pages) > 10000 {
 			t.Fatal("no end to the pages")
 		}
 	}
+}
+
+// collect follows continuations to the end and returns the keys and the
+// number of pages. An empty filter f selects every entity.
+func collect(t *testing.T, s *Store, table, f string, top int) (keys []string, pages, empty int) {
+	t.Helper()
+	var expr *filter.Expr
+	if f != "" {
+		var err error
+		if expr, err = filter.Parse(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all := follow(t, s, table, EntityQuery{Filter: expr, Top: top})
+	for _, page := range all {
+		if len(page) == 0 {
+			empty++
+		}
+		keys = append(keys, page...)
+	}
+	return keys, len(all), empty
 }
 
 func TestScanInChunks(t *testing.T) {
@@ -115,11 +128,8 @@ func TestScanInChunks(t *testing.T) {
 // scans on the primary key, never a scan of the table.
 func TestKeyFiltersUsePrimaryKey(t *testing.T) {
 	t.Parallel()
-	dsn := testdb.New(t)
+	dsn := migratedDB(t)
 	ctx := context.Background()
-	if err := migrations.Up(ctx, dsn); err != nil {
-		t.Fatal(err)
-	}
 	pool, err := pgxpool.New(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -221,11 +231,8 @@ func (c *chunkTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEn
 // between them.
 func TestScanSeesOneSnapshot(t *testing.T) {
 	t.Parallel()
-	dsn := testdb.New(t)
+	dsn := migratedDB(t)
 	ctx := context.Background()
-	if err := migrations.Up(ctx, dsn); err != nil {
-		t.Fatal(err)
-	}
 	writer := newStoreOn(t, dsn, nil)
 	if err := writer.CreateTable(ctx, acct, "t1"); err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,13 +21,20 @@ import (
 
 const acct = "acct"
 
-func newStore(t testing.TB) *Store {
+// migratedDB returns the URL of a database schema of the test's own, migrated.
+func migratedDB(t testing.TB) string {
 	t.Helper()
 	dsn := testdb.New(t)
-	ctx := context.Background()
-	if err := migrations.Up(ctx, dsn); err != nil {
+	if err := migrations.Up(context.Background(), dsn); err != nil {
 		t.Fatal(err)
 	}
+	return dsn
+}
+
+func newStore(t testing.TB) *Store {
+	t.Helper()
+	dsn := migratedDB(t)
+	ctx := context.Background()
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -299,21 +307,7 @@ func TestQueryPaging(t *testing.T) {
 			}
 		}
 	}
-	var got []string
-	q := EntityQuery{Top: 4}
-	for {
-		page, err := s.QueryEntities(ctx, acct, "t1", q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range page.Entities {
-			got = append(got, e.PartitionKey+"/"+e.RowKey)
-		}
-		if !page.More {
-			break
-		}
-		q.FromPK, q.FromRK, q.HasFromPK, q.HasFromRK = page.NextPK, page.NextRK, true, true
-	}
+	got := slices.Concat(follow(t, s, "t1", EntityQuery{Top: 4})...)
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("paged %v\nwant %v", got, want)
 	}
@@ -382,11 +376,8 @@ func TestPurge(t *testing.T) {
 // name is untouched.
 func TestPurgeReplicas(t *testing.T) {
 	t.Parallel()
-	dsn := testdb.New(t)
+	dsn := migratedDB(t)
 	ctx := context.Background()
-	if err := migrations.Up(ctx, dsn); err != nil {
-		t.Fatal(err)
-	}
 	replica := func() *Store {
 		pool, err := pgxpool.New(ctx, dsn)
 		if err != nil {
