@@ -225,14 +225,15 @@ func ping(ctx context.Context, st *store.Store) error {
 	return err
 }
 
-// purgeConfig is the purge's configuration. Its grace period must outlast
-// any write transaction, which the request timeout bounds: a write that
-// found the table just before it was deleted must not commit its entity
-// after the table's row is gone.
+// migrationOptions are the options of the migrations at start-up.
 func migrationOptions(cfg *config) migrations.Options {
 	return migrations.Options{CitusShardCount: cfg.citusShards}
 }
 
+// purgeConfig is the purge's configuration. Its grace period must outlast
+// any write transaction, which the request timeout bounds: a write that
+// found the table just before it was deleted must not commit its entity
+// after the table's row is gone.
 func purgeConfig(cfg *config) store.PurgeConfig {
 	pc := store.DefaultPurgeConfig
 	if cfg.requestTimeout > 0 {
