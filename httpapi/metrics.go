@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
@@ -51,6 +52,7 @@ type metrics struct {
 	purgedTables   prometheus.Counter
 	purgePending   prometheus.Gauge
 	purgeErrors    prometheus.Counter
+	purgeChunk     prometheus.Histogram
 
 	handler http.Handler
 }
@@ -105,6 +107,11 @@ func newMetrics(version string, pool *pgxpool.Pool) *metrics {
 		Name: "pgtables_purge_errors_total",
 		Help: "Purge passes that stopped on an error.",
 	})
+	m.purgeChunk = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "pgtables_purge_chunk_seconds",
+		Help:    "Duration of the purge's chunks, each one transaction deleting entities of a deleted table.",
+		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+	})
 	build := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "pgtables_build_info",
 		Help:        "Always 1; the version label is the running version.",
@@ -113,7 +120,7 @@ func newMetrics(version string, pool *pgxpool.Pool) *metrics {
 	build.Set(1)
 	for _, c := range []prometheus.Collector{
 		m.requests, m.duration, m.inFlight, m.rejected, m.batchSize, m.batchRetries, m.returned,
-		m.purgedEntities, m.purgedTables, m.purgePending, m.purgeErrors, build,
+		m.purgedEntities, m.purgedTables, m.purgePending, m.purgeErrors, m.purgeChunk, build,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	} {
@@ -149,6 +156,9 @@ func (m *metrics) PurgePass(st store.PurgeStats, err error) {
 	}
 	m.purgePending.Set(float64(st.Pending))
 }
+
+// PurgeChunk implements store.Observer.
+func (m *metrics) PurgeChunk(d time.Duration, _ int64) { m.purgeChunk.Observe(d.Seconds()) }
 
 // poolCollector reports the database connection pool's figures.
 type poolCollector struct{ pool *pgxpool.Pool }

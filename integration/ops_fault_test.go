@@ -245,4 +245,9 @@ FROM tables t, generate_series(1, $3::int) g WHERE t.id = $1`, oldID, odata.Tick
 			t.Errorf("%s = %v, want %v", k, m[k], v)
 		}
 	}
+	// One chunk per pass that deleted entities; the last pass drops the
+	// tombstone.
+	if n := m["pgtables_purge_chunk_seconds_count"]; n < 1 || m["pgtables_purge_chunk_seconds_sum"] <= 0 {
+		t.Errorf("pgtables_purge_chunk_seconds: %v chunks, %v s", n, m["pgtables_purge_chunk_seconds_sum"])
+	}
 }

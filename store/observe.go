@@ -1,5 +1,7 @@
 package store
 
+import "time"
+
 // Observer is told about the store's work that is worth counting: the
 // HTTP layer's metrics implement it. Methods are called on the request and
 // purge paths, so they must be cheap and safe for concurrent use.
@@ -13,6 +15,9 @@ type Observer interface {
 	// PurgePass reports one pass of the purge of deleted tables; err is
 	// the pass's error, if it stopped early.
 	PurgePass(stats PurgeStats, err error)
+	// PurgeChunk reports one committed chunk of the purge: it took d and
+	// deleted n entities.
+	PurgeChunk(d time.Duration, n int64)
 }
 
 // observerRef boxes an Observer for atomic.Pointer.
@@ -21,9 +26,10 @@ type observerRef struct{ Observer }
 // nopObserver is the Observer of a store nobody observes.
 type nopObserver struct{}
 
-func (nopObserver) BatchRun(int)                {}
-func (nopObserver) BatchRetried()               {}
-func (nopObserver) PurgePass(PurgeStats, error) {}
+func (nopObserver) BatchRun(int)                    {}
+func (nopObserver) BatchRetried()                   {}
+func (nopObserver) PurgePass(PurgeStats, error)     {}
+func (nopObserver) PurgeChunk(time.Duration, int64) {}
 
 // SetObserver makes o the store's observer (nil: none). Set it before the
 // store is used; it may be changed at any time, though.

@@ -39,6 +39,7 @@ type Store struct {
 	reads, writes *combiner
 	obs           atomic.Pointer[observerRef] // see SetObserver
 	distributed   atomic.Bool                 // see DetectDistribution
+	purge         purgeState                  // see Purge
 }
 
 // Options tunes a Store; zero fields take the defaults.

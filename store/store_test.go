@@ -581,9 +581,10 @@ func snapshotEntities(t *testing.T, s *Store) string {
 // retryCounter is an Observer that counts batch retries.
 type retryCounter struct{ n atomic.Int64 }
 
-func (r *retryCounter) BatchRun(int)                {}
-func (r *retryCounter) BatchRetried()               { r.n.Add(1) }
-func (r *retryCounter) PurgePass(PurgeStats, error) {}
+func (r *retryCounter) BatchRun(int)                    {}
+func (r *retryCounter) BatchRetried()                   { r.n.Add(1) }
+func (r *retryCounter) PurgePass(PurgeStats, error)     {}
+func (r *retryCounter) PurgeChunk(time.Duration, int64) {}
 
 // Concurrent batches on one partition queue on its lock, each taking its
 // snapshot only once the batch before it committed, so they seldom need
