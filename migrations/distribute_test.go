@@ -3,6 +3,7 @@ package migrations
 import (
 	"context"
 	"io/fs"
+	"net/url"
 	"slices"
 	"testing"
 
@@ -93,5 +94,43 @@ SELECT (SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'entities'::regc
 	// Again: nothing to do.
 	if err := UpWith(ctx, dsn, Options{CitusShardCount: 6}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Without a shard count of the option, the session or the server's
+// configuration, entities get 4 shards per worker, at least 8.
+func TestDistributeDefaultShardCount(t *testing.T) {
+	testdb.NeedCitus(t)
+	t.Parallel()
+	u, err := url.Parse(testdb.New(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Del("citus.shard_count") // the test databases' own few shards
+	u.RawQuery = q.Encode()
+	dsn := u.String()
+	ctx := context.Background()
+	if err := Up(ctx, dsn); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var source string
+	var workers, shards int
+	if err := conn.QueryRow(ctx, `
+SELECT (SELECT source FROM pg_settings WHERE name = 'citus.shard_count'),
+       (SELECT count(*) FROM pg_dist_node WHERE groupid <> 0 AND noderole = 'primary' AND isactive AND shouldhaveshards),
+       (SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'entities'::regclass)`).Scan(&source, &workers, &shards); err != nil {
+		t.Fatal(err)
+	}
+	if source != "default" {
+		t.Skipf("the server's configuration sets citus.shard_count (%s): it decides", source)
+	}
+	if want := max(8, 4*workers); shards != want {
+		t.Errorf("%d shards with %d workers, want %d", shards, workers, want)
 	}
 }

@@ -29,9 +29,10 @@ var ErrSchemaNewer = errors.New("database schema is newer than this binary")
 // Options tunes what migrations create.
 type Options struct {
 	// CitusShardCount is the number of shards of the entities relation
-	// where migration 0003 distributes it (Citus); 0 leaves Citus's
-	// citus.shard_count, 32 by default. It has no effect once entities
-	// are distributed: rebalance or alter_distributed_table then.
+	// where migration 0003 distributes it (Citus); 0 leaves it to the
+	// server's citus.shard_count where its configuration sets one, and
+	// otherwise takes 4 per worker, at least 8. It has no effect once
+	// entities are distributed: rebalance or alter_distributed_table then.
 	CitusShardCount int
 }
 

@@ -1,5 +1,5 @@
 -- Distributes the schema on Citus: entities by their distribution key
--- (migration 0003), in citus.shard_count shards; the small relations,
+-- (migration 0003), in citus.shard_count shards (see below); the small relations,
 -- read by every request or joined with entities, as reference tables, a
 -- copy on every node. Each relation that is not yet what it should be
 -- becomes it, with its rows, so this distributes a fresh schema, one
@@ -20,6 +20,14 @@ BEGIN
         END IF;
     END LOOP;
     IF NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'entities'::regclass) THEN
+        -- Unless the session or the server's configuration chose a shard
+        -- count, 4 per worker, at least 8, rather than Citus's 32: a query
+        -- across partitions runs on every shard, and pays for each.
+        IF (SELECT s.source FROM pg_settings s WHERE s.name = 'citus.shard_count') = 'default' THEN
+            PERFORM set_config('citus.shard_count', greatest(8, 4 * (
+                SELECT count(*) FROM pg_dist_node
+                WHERE groupid <> 0 AND noderole = 'primary' AND isactive AND shouldhaveshards))::text, true);
+        END IF;
         PERFORM create_distributed_table('entities', 'dkey');
         converted := converted || 'entities'::text;
     END IF;
