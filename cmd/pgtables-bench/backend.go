@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/pgtables/pgtables/tableapi"
 )
 
 // backend is what a scenario runs against: the Table protocol endpoint,
@@ -64,7 +66,7 @@ func tableName(prefix string) string {
 
 // httpBackend drives a Table endpoint.
 type httpBackend struct {
-	c     *tableClient
+	c     *tableapi.Client
 	table string
 	// used are the tables of finished scenarios, deleted at the end of the
 	// run: deleting one at once would start the server purging its rows in
@@ -73,7 +75,7 @@ type httpBackend struct {
 	used *[]string
 }
 
-func newHTTPBackend(c *tableClient) *httpBackend {
+func newHTTPBackend(c *tableapi.Client) *httpBackend {
 	return &httpBackend{c: c, used: new([]string)}
 }
 
@@ -83,7 +85,7 @@ func (b *httpBackend) name() string { return "pgtables" }
 
 func (b *httpBackend) prepare(ctx context.Context, data dataSet, preload bool) error {
 	b.table = tableName("bench")
-	if err := b.c.createTable(ctx, b.table); err != nil {
+	if err := b.c.CreateTable(ctx, b.table); err != nil {
 		return fmt.Errorf("create table: %w", err)
 	}
 	if !preload {
@@ -102,7 +104,7 @@ func (b *httpBackend) prepare(ctx context.Context, data dataSet, preload bool) e
 				pk, rk := data.key(i)
 				bodies = append(bodies, entityJSON(pk, rk, i))
 			}
-			errs <- b.c.batchInsert(ctx, b.table, bodies)
+			errs <- b.c.BatchInsert(ctx, b.table, bodies)
 		}(start)
 	}
 	for i := 0; i < total/100; i++ {
@@ -121,7 +123,7 @@ func (b *httpBackend) cleanup(context.Context) error {
 // dropTables deletes the tables of the run.
 func (b *httpBackend) dropTables(ctx context.Context) error {
 	for _, t := range *b.used {
-		if err := b.c.deleteTable(ctx, t); err != nil {
+		if err := b.c.DeleteTable(ctx, t); err != nil {
 			return err
 		}
 	}
@@ -133,23 +135,23 @@ var prefer = map[string]string{"Prefer": "return-no-content"}
 
 func (b *httpBackend) insert(ctx context.Context, w *worker) error {
 	pk, rk := w.newKey()
-	_, err := b.c.call(ctx, http.MethodPost, "/"+b.table, "", prefer, entityJSON(pk, rk, w.n), 204)
+	_, err := b.c.Call(ctx, http.MethodPost, "/"+b.table, "", prefer, entityJSON(pk, rk, w.n), 204)
 	return err
 }
 
 func (b *httpBackend) upsert(ctx context.Context, w *worker) error {
 	i, pk, rk := w.ownedKey()
-	_, err := b.c.call(ctx, http.MethodPut, entityPath(b.table, pk, rk), "", nil, entityJSON(pk, rk, i), 204)
+	_, err := b.c.Call(ctx, http.MethodPut, tableapi.EntityPath(b.table, pk, rk), "", nil, entityJSON(pk, rk, i), 204)
 	return err
 }
 
 func (b *httpBackend) pointRead(ctx context.Context, w *worker) error {
 	pk, rk := w.data.key(w.rng.IntN(w.data.total()))
-	r, err := b.c.call(ctx, http.MethodGet, entityPath(b.table, pk, rk), "", nil, nil, 200)
+	r, err := b.c.Call(ctx, http.MethodGet, tableapi.EntityPath(b.table, pk, rk), "", nil, nil, 200)
 	if err != nil {
 		return err
 	}
-	if !bytes.Contains(r.body, []byte(`"RowKey":"`+rk+`"`)) || r.header.Get("ETag") == "" {
+	if !bytes.Contains(r.Body, []byte(`"RowKey":"`+rk+`"`)) || r.Header.Get("ETag") == "" {
 		return fmt.Errorf("point read of %s/%s: wrong entity or no ETag", pk, rk)
 	}
 	return nil
@@ -162,12 +164,12 @@ func (b *httpBackend) batchInsert(ctx context.Context, w *worker) error {
 	for j := range bodies {
 		bodies[j] = entityJSON(pk, fmt.Sprintf("r%03d", j), j)
 	}
-	return b.c.batchInsert(ctx, b.table, bodies)
+	return b.c.BatchInsert(ctx, b.table, bodies)
 }
 
 func (b *httpBackend) partitionScan(ctx context.Context, w *worker) error {
 	pk, _ := w.data.key(w.rng.IntN(w.data.partitions) * preloadRows)
-	n, pages, err := b.c.query(ctx, b.table, "PartitionKey eq '"+pk+"'", nil)
+	n, pages, err := b.c.Query(ctx, b.table, "PartitionKey eq '"+pk+"'", nil)
 	if err == nil && n != preloadRows {
 		err = fmt.Errorf("partition scan of %s returned %d entities, want %d; pages %v", pk, n, preloadRows, pages)
 	}
@@ -175,7 +177,7 @@ func (b *httpBackend) partitionScan(ctx context.Context, w *worker) error {
 }
 
 func (b *httpBackend) tableScan(ctx context.Context, w *worker) error {
-	n, pages, err := b.c.query(ctx, b.table, "", nil)
+	n, pages, err := b.c.Query(ctx, b.table, "", nil)
 	if err == nil && n != w.data.total() {
 		err = fmt.Errorf("table scan returned %d entities in %d pages, want %d", n, len(pages), w.data.total())
 	}
@@ -184,7 +186,7 @@ func (b *httpBackend) tableScan(ctx context.Context, w *worker) error {
 
 func (b *httpBackend) filterScan(ctx context.Context, w *worker) error {
 	cat := w.rng.IntN(categories)
-	n, pages, err := b.c.query(ctx, b.table, "Cat eq "+strconv.Itoa(cat), nil)
+	n, pages, err := b.c.Query(ctx, b.table, "Cat eq "+strconv.Itoa(cat), nil)
 	if err == nil && n != w.data.total()/categories {
 		err = fmt.Errorf("filter scan for Cat %d returned %d entities, want %d; pages %v", cat, n, w.data.total()/categories, pages)
 	}
@@ -193,16 +195,16 @@ func (b *httpBackend) filterScan(ctx context.Context, w *worker) error {
 
 func (b *httpBackend) updateIfMatch(ctx context.Context, w *worker) error {
 	i, pk, rk := w.ownedKey()
-	path := entityPath(b.table, pk, rk)
-	r, err := b.c.call(ctx, http.MethodGet, path, "", nil, nil, 200)
+	path := tableapi.EntityPath(b.table, pk, rk)
+	r, err := b.c.Call(ctx, http.MethodGet, path, "", nil, nil, 200)
 	if err != nil {
 		return err
 	}
-	etag := r.header.Get("ETag")
+	etag := r.Header.Get("ETag")
 	if etag == "" {
 		return errors.New("read without ETag")
 	}
-	_, err = b.c.call(ctx, http.MethodPut, path, "", map[string]string{"If-Match": etag}, entityJSON(pk, rk, i), 204)
+	_, err = b.c.Call(ctx, http.MethodPut, path, "", map[string]string{"If-Match": etag}, entityJSON(pk, rk, i), 204)
 	return err
 }
 

@@ -32,6 +32,8 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"github.com/pgtables/pgtables/tableapi"
 )
 
 const devKey = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
@@ -145,7 +147,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	var backends []backend
 	if !cfg.skipPgtables {
-		c, err := newTableClient(cfg.endpoint, cfg.account, cfg.key)
+		c, err := tableapi.NewClient(cfg.endpoint, cfg.account, cfg.key)
 		if err != nil {
 			return err
 		}

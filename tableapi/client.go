@@ -1,4 +1,4 @@
-package main
+package tableapi
 
 import (
 	"bytes"
@@ -17,10 +17,10 @@ import (
 	"time"
 )
 
-// tableClient speaks the Azure Table protocol over keep-alive HTTP with
+// Client speaks the Azure Table protocol over keep-alive HTTP with
 // Shared Key Lite signing. It works against any endpoint: pgtables, Azurite
 // or Azure itself.
-type tableClient struct {
+type Client struct {
 	endpoint string // e.g. http://127.0.0.1:10002/devstoreaccount1
 	account  string
 	key      []byte
@@ -29,7 +29,10 @@ type tableClient struct {
 	pathBase string // the endpoint's path, signed as part of every resource
 }
 
-func newTableClient(endpoint, account, key string) (*tableClient, error) {
+// NewClient returns a client of the endpoint (path-style, such as
+// http://127.0.0.1:10002/devstoreaccount1, or host-style) that signs as
+// account with key, base64 as Azure shows it.
+func NewClient(endpoint, account, key string) (*Client, error) {
 	k, err := base64.StdEncoding.DecodeString(key)
 	if err != nil {
 		return nil, fmt.Errorf("account key: %w", err)
@@ -42,7 +45,7 @@ func newTableClient(endpoint, account, key string) (*tableClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &tableClient{
+	return &Client{
 		endpoint: strings.TrimSuffix(endpoint, "/"),
 		account:  account,
 		key:      k,
@@ -51,20 +54,20 @@ func newTableClient(endpoint, account, key string) (*tableClient, error) {
 	}, nil
 }
 
-// response is a whole response.
-type response struct {
-	status int
-	header header
-	body   []byte
+// Response is a whole response.
+type Response struct {
+	Status int
+	Header Header
+	Body   []byte
 }
 
-// header is a response's header block as received, one field per line.
+// Header is a response's header block as received, one field per line.
 // A caller asks for one or two of its dozen fields, so scanning them costs
 // less than building a map.
-type header []byte
+type Header []byte
 
 // Get returns the value of the first field named name, in any case.
-func (h header) Get(name string) string {
+func (h Header) Get(name string) string {
 	for rest := []byte(h); len(rest) > 0; {
 		var line []byte
 		line, rest, _ = bytes.Cut(rest, []byte("\n"))
@@ -75,9 +78,9 @@ func (h header) Get(name string) string {
 	return ""
 }
 
-// do sends one request. path is relative to the endpoint, already escaped
+// Do sends one request. path is relative to the endpoint, already escaped
 // (it is signed and sent as is); query is appended raw.
-func (c *tableClient) do(ctx context.Context, method, path, query string, header map[string]string, body []byte) (*response, error) {
+func (c *Client) Do(ctx context.Context, method, path, query string, header map[string]string, body []byte) (*Response, error) {
 	target := c.pathBase + path
 	if query != "" {
 		target += "?" + query
@@ -115,43 +118,46 @@ func (c *tableClient) do(ctx context.Context, method, path, query string, header
 	return resp, nil
 }
 
-// call sends a request and turns an unexpected status into an error that
+// Call sends a request and turns an unexpected status into an error that
 // names the server's error code.
-func (c *tableClient) call(ctx context.Context, method, path, query string, header map[string]string, body []byte, want ...int) (*response, error) {
-	r, err := c.do(ctx, method, path, query, header, body)
+func (c *Client) Call(ctx context.Context, method, path, query string, header map[string]string, body []byte, want ...int) (*Response, error) {
+	r, err := c.Do(ctx, method, path, query, header, body)
 	if err != nil {
 		return nil, err
 	}
 	for _, s := range want {
-		if r.status == s {
+		if r.Status == s {
 			return r, nil
 		}
 	}
-	msg := string(r.body)
+	msg := string(r.Body)
 	if len(msg) > 300 {
 		msg = msg[:300]
 	}
-	return nil, fmt.Errorf("status %d (%s): %s", r.status, r.header.Get("x-ms-error-code"), msg)
+	return nil, fmt.Errorf("status %d (%s): %s", r.Status, r.Header.Get("x-ms-error-code"), msg)
 }
 
-// entityPath addresses one entity: quotes doubled, then escaped.
-func entityPath(table, pk, rk string) string {
+// EntityPath addresses one entity: quotes doubled, then escaped.
+func EntityPath(table, pk, rk string) string {
 	lit := func(s string) string { return url.PathEscape(strings.ReplaceAll(s, "'", "''")) }
 	return "/" + table + "(PartitionKey='" + lit(pk) + "',RowKey='" + lit(rk) + "')"
 }
 
-func (c *tableClient) createTable(ctx context.Context, name string) error {
-	_, err := c.call(ctx, http.MethodPost, "/Tables", "", map[string]string{"Prefer": "return-no-content"}, []byte(`{"TableName":"`+name+`"}`), 201, 204)
+// CreateTable creates table name.
+func (c *Client) CreateTable(ctx context.Context, name string) error {
+	_, err := c.Call(ctx, http.MethodPost, "/Tables", "", map[string]string{"Prefer": "return-no-content"}, []byte(`{"TableName":"`+name+`"}`), 201, 204)
 	return err
 }
 
-func (c *tableClient) deleteTable(ctx context.Context, name string) error {
-	_, err := c.call(ctx, http.MethodDelete, "/Tables('"+name+"')", "", nil, nil, 204, 404)
+// DeleteTable deletes table name; a table that is not there is no error.
+func (c *Client) DeleteTable(ctx context.Context, name string) error {
+	_, err := c.Call(ctx, http.MethodDelete, "/Tables('"+name+"')", "", nil, nil, 204, 404)
 	return err
 }
 
-// batch sends one entity group transaction of inserts.
-func (c *tableClient) batchInsert(ctx context.Context, table string, bodies [][]byte) error {
+// BatchInsert sends one entity group transaction that inserts the
+// entities bodies, JSON objects of one partition.
+func (c *Client) BatchInsert(ctx context.Context, table string, bodies [][]byte) error {
 	var b bytes.Buffer
 	const bb, cb = "batch_5e1d6f0c-0bd4-4a3d-9f44-1d1c0f1c2a7e", "changeset_0f0c5a2b-3c3e-4d6f-8a7b-6c5d4e3f2a1b"
 	partHead := "--" + cb + "\r\nContent-Type: application/http\r\nContent-Transfer-Encoding: binary\r\n\r\n" +
@@ -171,14 +177,14 @@ func (c *tableClient) batchInsert(ctx context.Context, table string, bodies [][]
 		b.WriteString("\r\n")
 	}
 	b.WriteString("--" + cb + "--\r\n--" + bb + "--\r\n")
-	r, err := c.call(ctx, http.MethodPost, "/$batch", "", map[string]string{"Content-Type": "multipart/mixed; boundary=" + bb}, b.Bytes(), 202)
+	r, err := c.Call(ctx, http.MethodPost, "/$batch", "", map[string]string{"Content-Type": "multipart/mixed; boundary=" + bb}, b.Bytes(), 202)
 	if err != nil {
 		return err
 	}
 	// A failed changeset still answers 202: its one sub-response carries
 	// the error status.
-	if n := bytes.Count(r.body, []byte("HTTP/1.1 204")); n != len(bodies) {
-		msg := string(r.body)
+	if n := bytes.Count(r.Body, []byte("HTTP/1.1 204")); n != len(bodies) {
+		msg := string(r.Body)
 		if len(msg) > 500 {
 			msg = msg[:500]
 		}
@@ -187,10 +193,10 @@ func (c *tableClient) batchInsert(ctx context.Context, table string, bodies [][]
 	return nil
 }
 
-// query runs a query, following continuations, and returns the number of
+// Query runs a query, following continuations, and returns the number of
 // entities and, for error reports, a word on each page; check, if set,
 // sees each page body.
-func (c *tableClient) query(ctx context.Context, table, filter string, check func([]byte) error) (int, []string, error) {
+func (c *Client) Query(ctx context.Context, table, filter string, check func([]byte) error) (int, []string, error) {
 	total := 0
 	next := ""
 	var pages []string
@@ -205,19 +211,19 @@ func (c *tableClient) query(ctx context.Context, table, filter string, check fun
 			}
 			q += next
 		}
-		r, err := c.call(ctx, http.MethodGet, "/"+table+"()", q, nil, nil, 200)
+		r, err := c.Call(ctx, http.MethodGet, "/"+table+"()", q, nil, nil, 200)
 		if err != nil {
 			return total, pages, err
 		}
-		n := bytes.Count(r.body, []byte(`"odata.etag"`))
+		n := bytes.Count(r.Body, []byte(`"odata.etag"`))
 		total += n
 		pages = append(pages, fmt.Sprintf("[%s: %d]", next, n))
 		if check != nil {
-			if err := check(r.body); err != nil {
+			if err := check(r.Body); err != nil {
 				return total, pages, err
 			}
 		}
-		npk, nrk := r.header.Get("x-ms-continuation-NextPartitionKey"), r.header.Get("x-ms-continuation-NextRowKey")
+		npk, nrk := r.Header.Get("x-ms-continuation-NextPartitionKey"), r.Header.Get("x-ms-continuation-NextRowKey")
 		if npk == "" && nrk == "" {
 			return total, pages, nil
 		}

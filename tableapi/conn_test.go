@@ -1,4 +1,4 @@
-package main
+package tableapi
 
 import (
 	"bufio"
@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-func readRaw(raw, method string) (*response, bool, error) {
+func readRaw(raw, method string) (*Response, bool, error) {
 	c := &httpConn{r: bufio.NewReader(strings.NewReader(raw))}
 	return c.readResponse(method)
 }
@@ -56,17 +56,17 @@ func TestReadResponse(t *testing.T) {
 			r, keep, err := readRaw(tt.raw, tt.method)
 			if tt.err {
 				if err == nil {
-					t.Fatalf("no error; status %d", r.status)
+					t.Fatalf("no error; status %d", r.Status)
 				}
 				return
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r.status != tt.status || string(r.body) != tt.body || keep != tt.keep {
-				t.Errorf("got %d %q keep=%v; want %d %q keep=%v", r.status, r.body, keep, tt.status, tt.body, tt.keep)
+			if r.Status != tt.status || string(r.Body) != tt.body || keep != tt.keep {
+				t.Errorf("got %d %q keep=%v; want %d %q keep=%v", r.Status, r.Body, keep, tt.status, tt.body, tt.keep)
 			}
-			if got := r.header.Get("ETag"); got != tt.etag {
+			if got := r.Header.Get("ETag"); got != tt.etag {
 				t.Errorf("ETag %q, want %q", got, tt.etag)
 			}
 		})
@@ -75,7 +75,7 @@ func TestReadResponse(t *testing.T) {
 
 func TestHeaderGet(t *testing.T) {
 	t.Parallel()
-	h := header("x-ms-continuation-NextPartitionKey: 1!8!cDE-\nEtag: W/\"a\"\nETag: W/\"b\"\n")
+	h := Header("x-ms-continuation-NextPartitionKey: 1!8!cDE-\nEtag: W/\"a\"\nETag: W/\"b\"\n")
 	for name, want := range map[string]string{
 		"X-Ms-Continuation-NextPartitionKey": "1!8!cDE-",
 		"etag":                               `W/"a"`, // the first of repeated fields

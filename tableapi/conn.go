@@ -1,4 +1,4 @@
-package main
+package tableapi
 
 import (
 	"bufio"
@@ -108,7 +108,7 @@ func (p *connPool) put(c *httpConn) {
 
 // roundTrip sends one request and reads its response. header lines are
 // "Name: value" pairs.
-func (p *connPool) roundTrip(ctx context.Context, method, target string, header [][2]string, body []byte) (*response, error) {
+func (p *connPool) roundTrip(ctx context.Context, method, target string, header [][2]string, body []byte) (*Response, error) {
 	c, err := p.get(ctx)
 	if err != nil {
 		return nil, err
@@ -126,7 +126,7 @@ func (p *connPool) roundTrip(ctx context.Context, method, target string, header 
 	return resp, err
 }
 
-func (c *httpConn) exchange(p *connPool, method, target string, header [][2]string, body []byte) (*response, bool, error) {
+func (c *httpConn) exchange(p *connPool, method, target string, header [][2]string, body []byte) (*Response, bool, error) {
 	c.c.SetDeadline(time.Now().Add(p.readTimout))
 	w := c.w
 	w.WriteString(method)
@@ -160,7 +160,7 @@ var errMalformed = errors.New("malformed HTTP response")
 // near it, and a broken one must not make the tool allocate without end.
 const maxBody = 256 << 20
 
-func (c *httpConn) readResponse(method string) (*response, bool, error) {
+func (c *httpConn) readResponse(method string) (*Response, bool, error) {
 	line, err := c.r.ReadSlice('\n')
 	if err != nil {
 		return nil, false, err
@@ -172,7 +172,7 @@ func (c *httpConn) readResponse(method string) (*response, bool, error) {
 	if err != nil {
 		return nil, false, errMalformed
 	}
-	resp := &response{status: status}
+	resp := &Response{Status: status}
 	length, chunked, keep := -1, false, line[7] == '1'
 	var head []byte
 	for {
@@ -205,7 +205,7 @@ func (c *httpConn) readResponse(method string) (*response, bool, error) {
 		}
 		head = append(append(head, line...), '\n')
 	}
-	resp.header = header(head)
+	resp.Header = Header(head)
 	c.buf = c.buf[:0]
 	switch {
 	case method == http.MethodHead || status == http.StatusNoContent || status == http.StatusNotModified || status < 200:
@@ -230,7 +230,7 @@ func (c *httpConn) readResponse(method string) (*response, bool, error) {
 	}
 	// The body leaves with the response: the connection goes back to the
 	// pool at once and another worker's answer must not overwrite it.
-	resp.body, c.buf = c.buf, nil
+	resp.Body, c.buf = c.buf, nil
 	return resp, keep, nil
 }
 
