@@ -53,9 +53,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "version":
 		fmt.Fprintln(stdout, "pgtables", version)
 		return nil
+	case "copy":
+		return copyTables(ctx, args, stdout, stderr)
 	case "migrate", "serve", "healthcheck":
 	default:
-		return fmt.Errorf("unknown command %q (want serve, migrate, healthcheck or version)", cmd)
+		return fmt.Errorf("unknown command %q (want serve, migrate, healthcheck, copy or version)", cmd)
 	}
 	cfg, rest, err := parseConfig("pgtables "+cmd, args, getenv, stderr)
 	if err != nil {

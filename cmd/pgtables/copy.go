@@ -1,0 +1,86 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/pgtables/pgtables/tablecopy"
+)
+
+// copyTables runs `pgtables copy`: tables from one Table endpoint or dump
+// to another.
+func copyTables(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("pgtables copy", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	from := fs.String("from", "", "source: a connection string (AccountName=...;AccountKey=...;TableEndpoint=..., or a SharedAccessSignature) or a dump directory")
+	to := fs.String("to", "", "destination: a connection string or a directory to dump into")
+	tables := fs.String("tables", "", "comma-separated tables to copy; empty: all (see -prefix)")
+	prefix := fs.String("prefix", "", "copy the tables whose names begin with this")
+	filter := fs.String("filter", "", "copy only the entities that match this $filter")
+	parallel := fs.Int("parallel", 4, "tables copied at once")
+	writers := fs.Int("writers", 4, "entity group transactions in flight per table")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	if *from == "" || *to == "" {
+		return errors.New("copy: -from and -to are needed")
+	}
+	src, err := openSource(*from)
+	if err != nil {
+		return err
+	}
+	dst, closeDst, err := openDestination(*to)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	start := time.Now()
+	results, err := tablecopy.Copy(ctx, src, dst, tablecopy.Options{
+		Tables: tablecopy.ParseTables(*tables), Prefix: *prefix, Filter: *filter,
+		Parallel: *parallel, Writers: *writers, Log: log,
+	})
+	err = errors.Join(err, closeDst())
+	var total int64
+	for _, r := range results {
+		total += r.Entities
+	}
+	elapsed := time.Since(start)
+	fmt.Fprintf(stdout, "copied %d entities of %d tables in %.1fs (%.0f entities/s)\n",
+		total, len(results), elapsed.Seconds(), float64(total)/max(elapsed.Seconds(), 1e-9))
+	return err
+}
+
+// isConnectionString tells a connection string from a directory.
+func isConnectionString(s string) bool { return strings.Contains(s, "=") }
+
+func openSource(s string) (tablecopy.Source, error) {
+	if isConnectionString(s) {
+		return tablecopy.NewEndpoint(s)
+	}
+	return tablecopy.OpenDir(s)
+}
+
+func openDestination(s string) (tablecopy.Destination, func() error, error) {
+	if isConnectionString(s) {
+		e, err := tablecopy.NewEndpoint(s)
+		return e, func() error { return nil }, err
+	}
+	d, err := tablecopy.CreateDir(s)
+	if err != nil {
+		return nil, nil, err
+	}
+	return d, d.Close, nil
+}
