@@ -5,9 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
@@ -147,5 +152,70 @@ func TestCopyThroughDump(t *testing.T) {
 	}
 	if got := typedEntities(t, dst, table); !reflect.DeepEqual(got, orig) {
 		t.Errorf("after the second copy the tables differ")
+	}
+}
+
+// A destination that answers 503 ServerBusy for a while (with Retry-After
+// or without) slows the copy down; the copy completes, every entity there.
+func TestCopyThroughThrottling(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src, dst := newEnv(t), newEnv(t)
+	client, table := src.newTable()
+	const partitions, each = 6, 150
+	for p := range partitions {
+		for start := 0; start < each; start += 100 {
+			var acts []aztables.TransactionAction
+			for i := start; i < min(start+100, each); i++ {
+				acts = append(acts, aztables.TransactionAction{ActionType: aztables.TransactionTypeAdd,
+					Entity: batchEntity(t, fmt.Sprintf("p%d", p), fmt.Sprintf("r%04d", i), map[string]any{"N": i})})
+			}
+			if _, err := client.SubmitTransaction(ctx, acts, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	target, err := url.Parse(dst.baseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var busy atomic.Int32
+	throttle := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The first writes are refused, every other one saying when to
+		// come back.
+		if strings.HasSuffix(r.URL.Path, "/$batch") {
+			if n := busy.Add(1); n <= 6 {
+				if n%2 == 0 {
+					w.Header().Set("Retry-After", "1")
+				}
+				w.Header().Set("x-ms-error-code", "ServerBusy")
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusServiceUnavailable)
+				io.WriteString(w, `{"odata.error":{"code":"ServerBusy","message":{"lang":"en-US","value":"The server is busy."}}}`)
+				return
+			}
+		}
+		proxy.ServeHTTP(w, r)
+	})
+	ps := httptest.NewServer(throttle)
+	defer ps.Close()
+	from, err := tablecopy.NewEndpoint(src.connectionString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	to, err := tablecopy.NewEndpoint(strings.Replace(dst.connectionString(), dst.baseURL, ps.URL, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	results, err := tablecopy.Copy(ctx, from, to, tablecopy.Options{Tables: []string{table}})
+	if err != nil || len(results) != 1 || results[0].Entities != partitions*each {
+		t.Fatalf("copy: %+v, %v", results, err)
+	}
+	if n := busy.Load(); n <= 6 {
+		t.Fatalf("the destination saw %d batches: the test throttled none through", n)
+	}
+	if got := typedEntities(t, dst, table); len(got) != partitions*each {
+		t.Errorf("%d entities arrived of %d", len(got), partitions*each)
 	}
 }

@@ -38,7 +38,10 @@ type Options struct {
 	Filter   string // a $filter each table's entities are read with; empty: all
 	Parallel int    // tables copied at once (default 4)
 	Writers  int    // writes in flight per table (default 4)
-	Log      *slog.Logger
+	// Checkpoint, if set, records progress after every page written, and
+	// a copy continues from it where it stopped.
+	Checkpoint *Checkpoint
+	Log        *slog.Logger
 }
 
 // TableResult is what a copy did to one table.
@@ -96,18 +99,33 @@ func Copy(ctx context.Context, src Source, dst Destination, opts Options) ([]Tab
 }
 
 // copyTable copies one table: one goroutine reads its pages while others
-// write the partitions of the pages read before.
+// write the partitions of the page read before. A page is written whole,
+// and the checkpoint taken, before the next one is.
 func copyTable(ctx context.Context, src Source, dst Destination, table string, opts Options) (int64, error) {
-	if err := dst.CreateTable(ctx, table); err != nil {
+	cp := opts.Checkpoint.table(table)
+	if r, ok := dst.(resumable); ok && (cp.Token != "" || cp.Done) {
+		if err := r.Resume(ctx, table, cp.Mark, cp.Done); err != nil {
+			return 0, fmt.Errorf("resume: %w", err)
+		}
+	} else if cp.Done {
+		return cp.Entities, nil
+	} else if err := dst.CreateTable(ctx, table); err != nil {
 		return 0, fmt.Errorf("create table: %w", err)
+	}
+	if cp.Done {
+		return cp.Entities, nil
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	pages := make(chan []Entity, 2)
+	type page struct {
+		entities []Entity
+		next     string
+	}
+	pages := make(chan page, 2)
 	var readErr error
 	go func() {
 		defer close(pages)
-		token := ""
+		token := cp.Token
 		for {
 			entities, next, err := src.Page(ctx, table, opts.Filter, token)
 			if err != nil {
@@ -115,7 +133,7 @@ func copyTable(ctx context.Context, src Source, dst Destination, table string, o
 				return
 			}
 			select {
-			case pages <- entities:
+			case pages <- page{entities, next}:
 			case <-ctx.Done():
 				return
 			}
@@ -127,38 +145,60 @@ func copyTable(ctx context.Context, src Source, dst Destination, table string, o
 	}()
 	var (
 		copied atomic.Int64
-		wg     sync.WaitGroup
 		mu     sync.Mutex
 		werr   error
 		slots  = make(chan struct{}, opts.Writers)
 	)
-	for page := range pages {
+	copied.Store(cp.Entities)
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if werr == nil {
+			werr = err
+			cancel()
+		}
+	}
+	for p := range pages {
+		var wg sync.WaitGroup
 		// A page is in key order: each run of one PartitionKey is a write.
-		for len(page) > 0 {
+		for rest := p.entities; len(rest) > 0; {
 			n := 1
-			for n < len(page) && page[n].PartitionKey == page[0].PartitionKey {
+			for n < len(rest) && rest[n].PartitionKey == rest[0].PartitionKey {
 				n++
 			}
-			run := page[:n]
-			page = page[n:]
+			run := rest[:n]
+			rest = rest[n:]
 			slots <- struct{}{}
 			wg.Add(1)
 			go func() {
 				defer func() { <-slots; wg.Done() }()
 				if err := dst.Write(ctx, table, run); err != nil {
-					mu.Lock()
-					if werr == nil {
-						werr = fmt.Errorf("write: %w", err)
-						cancel()
-					}
-					mu.Unlock()
+					fail(fmt.Errorf("write: %w", err))
 					return
 				}
 				copied.Add(int64(len(run)))
 			}()
 		}
+		wg.Wait()
+		mu.Lock()
+		failed := werr != nil
+		mu.Unlock()
+		if failed || opts.Checkpoint == nil {
+			continue
+		}
+		next := tableCheckpoint{Token: p.next, Entities: copied.Load(), Done: p.next == ""}
+		if r, ok := dst.(resumable); ok {
+			mark, err := r.Mark(table)
+			if err != nil {
+				fail(err)
+				continue
+			}
+			next.Mark = mark
+		}
+		if err := opts.Checkpoint.save(table, next); err != nil {
+			fail(err)
+		}
 	}
-	wg.Wait()
 	if werr != nil {
 		return copied.Load(), werr
 	}

@@ -3,10 +3,12 @@ package tablecopy
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -104,6 +106,83 @@ func TestDumpHoldsConcurrentWrites(t *testing.T) {
 		})
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("table %s: %d entities back of %d, or changed", table, len(got), len(want))
+		}
+	}
+}
+
+// stopAfter is a source whose context is cancelled, as by a kill, once it
+// has served a number of pages.
+type stopAfter struct {
+	Source
+	pages  atomic.Int32
+	after  int32
+	cancel context.CancelFunc
+}
+
+func (s *stopAfter) Page(ctx context.Context, table, filter, token string) ([]Entity, string, error) {
+	if s.pages.Add(1) > s.after {
+		s.cancel()
+		<-ctx.Done()
+		return nil, "", ctx.Err()
+	}
+	return s.Source.Page(ctx, table, filter, token)
+}
+
+// A copy into a dump stopped midway and started again with its checkpoint
+// ends with every entity exactly once, and skips the tables it finished.
+func TestCopyContinuesFromCheckpoint(t *testing.T) {
+	t.Parallel()
+	src := &memTables{tables: map[string][]Entity{}}
+	for _, table := range []string{"a", "b"} {
+		for i := range 4500 {
+			src.tables[table] = append(src.tables[table], Entity{PartitionKey: fmt.Sprintf("p%03d", i/100), RowKey: fmt.Sprintf("r%05d", i),
+				Props: []Prop{{Name: "V", Type: "Edm.Int32", Value: []byte(fmt.Sprint(i))}}})
+		}
+	}
+	dir, cpPath := t.TempDir(), filepath.Join(t.TempDir(), "copy.checkpoint")
+	for run, stop := range []int32{7, 1 << 30} {
+		cp, err := OpenCheckpoint(cpPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dump, err := CreateDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		results, err := Copy(ctx, &stopAfter{Source: src, after: stop, cancel: cancel}, dump, Options{Parallel: 1, Checkpoint: cp})
+		cancel()
+		if run == 0 {
+			if err == nil {
+				t.Fatal("the first run was not stopped")
+			}
+			continue // killed: no Close, no manifest
+		}
+		if err != nil {
+			t.Fatalf("second run: %+v %v", results, err)
+		}
+		if err := dump.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	back, err := OpenDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mt := range back.read.Tables {
+		if mt.Entities != 4500 {
+			t.Errorf("manifest: %s has %d entities", mt.Name, mt.Entities)
+		}
+	}
+	dst := &memTables{tables: map[string][]Entity{}}
+	if _, err := Copy(context.Background(), back, dst, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	for table, want := range src.tables {
+		got := dst.tables[table]
+		sort.Slice(got, func(i, j int) bool { return got[i].RowKey < got[j].RowKey })
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("table %s: %d entities in the dump, want %d once each", table, len(got), len(want))
 		}
 	}
 }

@@ -27,6 +27,7 @@ func copyTables(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	filter := fs.String("filter", "", "copy only the entities that match this $filter")
 	parallel := fs.Int("parallel", 4, "tables copied at once")
 	writers := fs.Int("writers", 4, "entity group transactions in flight per table")
+	checkpoint := fs.String("checkpoint", "", "file that records progress after every page; a copy started again with it continues where it stopped")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -44,13 +45,19 @@ func copyTables(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
+	var cp *tablecopy.Checkpoint
+	if *checkpoint != "" {
+		if cp, err = tablecopy.OpenCheckpoint(*checkpoint); err != nil {
+			return err
+		}
+	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	start := time.Now()
 	results, err := tablecopy.Copy(ctx, src, dst, tablecopy.Options{
 		Tables: tablecopy.ParseTables(*tables), Prefix: *prefix, Filter: *filter,
-		Parallel: *parallel, Writers: *writers, Log: log,
+		Parallel: *parallel, Writers: *writers, Checkpoint: cp, Log: log,
 	})
 	err = errors.Join(err, closeDst())
 	var total int64
