@@ -143,11 +143,17 @@ func copyTable(ctx context.Context, src Source, dst Destination, table string, o
 			token = next
 		}
 	}()
+	writers := opts.Writers
+	if _, ok := dst.(resumable); ok {
+		// A dump is written in the source's key order, one run after
+		// another: a local file gains nothing from writes at once.
+		writers = 1
+	}
 	var (
 		copied atomic.Int64
 		mu     sync.Mutex
 		werr   error
-		slots  = make(chan struct{}, opts.Writers)
+		slots  = make(chan struct{}, writers)
 	)
 	copied.Store(cp.Entities)
 	fail := func(err error) {
