@@ -132,6 +132,11 @@ func TestCopyThroughDump(t *testing.T) {
 		t.Fatalf("copy from the dump: %+v, %v; want %d entities", results, err, want)
 	}
 
+	for _, c := range tablecopy.Verify(ctx, toDump, target, []string{table}, "") {
+		if !c.Equal() || c.Source != want {
+			t.Errorf("verify: %+v", c)
+		}
+	}
 	got, orig := typedEntities(t, dst, table), typedEntities(t, src, table)
 	if int64(len(orig)) != want || len(got) != len(orig) {
 		t.Fatalf("%d entities arrived of %d (want %d)", len(got), len(orig), want)

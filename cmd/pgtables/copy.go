@@ -27,6 +27,7 @@ func copyTables(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	filter := fs.String("filter", "", "copy only the entities that match this $filter")
 	parallel := fs.Int("parallel", 4, "tables copied at once")
 	writers := fs.Int("writers", 4, "entity group transactions in flight per table")
+	verify := fs.Bool("verify", false, "after the copy, compare each table at the destination with the source, entity by entity")
 	checkpoint := fs.String("checkpoint", "", "file that records progress after every page; a copy started again with it continues where it stopped")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -67,7 +68,40 @@ func copyTables(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	elapsed := time.Since(start)
 	fmt.Fprintf(stdout, "copied %d entities of %d tables in %.1fs (%.0f entities/s)\n",
 		total, len(results), elapsed.Seconds(), float64(total)/max(elapsed.Seconds(), 1e-9))
-	return err
+	if err != nil || !*verify {
+		return err
+	}
+	return verifyCopy(ctx, src, *to, results, *filter, stdout)
+}
+
+// verifyCopy compares the tables a copy wrote with their source.
+func verifyCopy(ctx context.Context, src tablecopy.Source, to string, results []tablecopy.TableResult, filter string, stdout io.Writer) error {
+	dst, err := openSource(to)
+	if err != nil {
+		return fmt.Errorf("verify: %w", err)
+	}
+	var tables []string
+	for _, r := range results {
+		tables = append(tables, r.Table)
+	}
+	bad := 0
+	for _, c := range tablecopy.Verify(ctx, src, dst, tables, filter) {
+		switch {
+		case c.Err != nil:
+			fmt.Fprintf(stdout, "verify %s: %v\n", c.Table, c.Err)
+		case c.Equal():
+			fmt.Fprintf(stdout, "verify %s: %d entities, equal (sha256 %s)\n", c.Table, c.Source, c.SourceDigest)
+			continue
+		default:
+			fmt.Fprintf(stdout, "verify %s: source %d entities, destination %d; missing %v, extra %v, changed %v\n",
+				c.Table, c.Source, c.Dest, c.Missing, c.Extra, c.Changed)
+		}
+		bad++
+	}
+	if bad > 0 {
+		return fmt.Errorf("verify: %d of %d tables differ", bad, len(tables))
+	}
+	return nil
 }
 
 // isConnectionString tells a connection string from a directory.

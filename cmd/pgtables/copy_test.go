@@ -25,10 +25,10 @@ func TestCopyCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	if err := run(context.Background(), []string{"copy", "-from", src, "-to", dst, "-checkpoint", filepath.Join(t.TempDir(), "cp")}, env(nil), &out, io.Discard); err != nil {
+	if err := run(context.Background(), []string{"copy", "-from", src, "-to", dst, "-checkpoint", filepath.Join(t.TempDir(), "cp"), "-verify"}, env(nil), &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(out.String(), "copied 2 entities of 1 tables") {
+	if !strings.HasPrefix(out.String(), "copied 2 entities of 1 tables") || !strings.Contains(out.String(), "verify Things: 2 entities, equal") {
 		t.Errorf("summary: %q", out.String())
 	}
 	got, err := os.ReadFile(filepath.Join(dst, "Things.jsonl"))
