@@ -60,34 +60,29 @@ func typedEntities(t *testing.T, e *env, table string) map[string]map[string]any
 	}
 }
 
-// A table of every EDM type, with awkward keys and thousands of entities
-// across partitions, copied from pgtables to a dump directory and from it
-// to another pgtables, arrives entity by entity with the same keys, values
-// and types; and the tables a copy leaves out stay out.
-func TestCopyThroughDump(t *testing.T) {
-	t.Parallel()
+// everyType is an entity with every EDM type and the values that test a
+// copy: NaN and the infinities, Int64 beyond 2^53, a whole-number Double,
+// DateTime with 7 digits, empty Binary; and keys that need escaping. Raw
+// JSON: the Go SDK cannot write NaN.
+const everyType = `{"PartitionKey":"p 'quoted' + more %2F","RowKey":"r %&=é😀 ''",` +
+	`"Str":"text with \"quotes\", a tab\t, é, 😀 and 𝄞","Empty":"","Int":-2147483648,` +
+	`"Big@odata.type":"Edm.Int64","Big":"9223372036854775807","BigNeg@odata.type":"Edm.Int64","BigNeg":"-9007199254740993",` +
+	`"Whole@odata.type":"Edm.Double","Whole":5,"Frac":1.5,"Tiny":5e-324,` +
+	`"NaN@odata.type":"Edm.Double","NaN":"NaN","Inf@odata.type":"Edm.Double","Inf":"Infinity","NegInf@odata.type":"Edm.Double","NegInf":"-Infinity",` +
+	`"Bool":true,"When@odata.type":"Edm.DateTime","When":"2024-02-29T23:59:59.1234567Z",` +
+	`"Id@odata.type":"Edm.Guid","Id":"c3a8f2d4-1b6e-4f3a-9d2c-7e5b8a1f0c9d",` +
+	`"Bytes@odata.type":"Edm.Binary","Bytes":"AAEC/v8=","NoBytes@odata.type":"Edm.Binary","NoBytes":""}`
+
+// fillCopySource writes everyType, an entity with empty keys, and
+// partitions of each entities into table of e, and returns how many.
+func fillCopySource(t *testing.T, e *env, client *aztables.Client, table string, partitions, each int) int {
+	t.Helper()
 	ctx := context.Background()
-	src, dst := newEnv(t), newEnv(t)
-	client, table := src.newTable()
-	_, other := src.newTable()
-	// NaN and the infinities as raw JSON: the Go SDK cannot write them.
-	special := []string{
-		`{"PartitionKey":"p 'quoted' + more %2F","RowKey":"r %&=é😀 ''",` +
-			`"Str":"text with \"quotes\", a tab\t, é, 😀 and 𝄞","Empty":"","Int":-2147483648,` +
-			`"Big@odata.type":"Edm.Int64","Big":"9223372036854775807","BigNeg@odata.type":"Edm.Int64","BigNeg":"-9007199254740993",` +
-			`"Whole@odata.type":"Edm.Double","Whole":5,"Frac":1.5,"Tiny":5e-324,` +
-			`"NaN@odata.type":"Edm.Double","NaN":"NaN","Inf@odata.type":"Edm.Double","Inf":"Infinity","NegInf@odata.type":"Edm.Double","NegInf":"-Infinity",` +
-			`"Bool":true,"When@odata.type":"Edm.DateTime","When":"2024-02-29T23:59:59.1234567Z",` +
-			`"Id@odata.type":"Edm.Guid","Id":"c3a8f2d4-1b6e-4f3a-9d2c-7e5b8a1f0c9d",` +
-			`"Bytes@odata.type":"Edm.Binary","Bytes":"AAEC/v8=","NoBytes@odata.type":"Edm.Binary","NoBytes":""}`,
-		`{"PartitionKey":"","RowKey":"","Only":"empty keys"}`,
-	}
-	for _, body := range special {
-		if r := src.do("POST", "/"+httpapi.DevAccount+"/"+table, map[string]string{"Prefer": "return-no-content"}, []byte(body)); r.status != 204 {
+	for _, body := range []string{everyType, `{"PartitionKey":"","RowKey":"","Only":"empty keys"}`} {
+		if r := e.do("POST", "/"+httpapi.DevAccount+"/"+table, map[string]string{"Prefer": "return-no-content"}, []byte(body)); r.status != 204 {
 			t.Fatalf("insert %s: %d %s", body, r.status, r.body)
 		}
 	}
-	const partitions, each = 12, 230 // 2,760 more, partitions of more than a batch
 	for p := range partitions {
 		for start := 0; start < each; start += 100 {
 			var acts []aztables.TransactionAction
@@ -100,7 +95,20 @@ func TestCopyThroughDump(t *testing.T) {
 			}
 		}
 	}
+	return 2 + partitions*each
+}
 
+// A table of every EDM type, with awkward keys and thousands of entities
+// across partitions, copied from pgtables to a dump directory and from it
+// to another pgtables, arrives entity by entity with the same keys, values
+// and types; and the tables a copy leaves out stay out.
+func TestCopyThroughDump(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src, dst := newEnv(t), newEnv(t)
+	client, table := src.newTable()
+	_, other := src.newTable()
+	want := int64(fillCopySource(t, src, client, table, 12, 230)) // partitions of more than a batch
 	dir := t.TempDir()
 	toDump, err := tablecopy.NewEndpoint(src.connectionString())
 	if err != nil {
@@ -114,7 +122,6 @@ func TestCopyThroughDump(t *testing.T) {
 	if err := dump.Close(); err != nil {
 		t.Fatal(err)
 	}
-	want := int64(len(special) + partitions*each)
 	if err != nil || len(results) != 1 || results[0].Entities != want {
 		t.Fatalf("copy to the dump: %+v, %v; want %d entities", results, err, want)
 	}

@@ -31,21 +31,7 @@ func TestJSInterop(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	// npm writes node_modules/.package-lock.json once an install is
-	// complete; without it (never installed, or interrupted), or when the
-	// lock file has changed since, install anew.
-	if !installed(dir) {
-		npm, err := exec.LookPath("npm")
-		if err != nil {
-			t.Fatalf("node is installed but npm is not: cannot install the JavaScript SDK")
-		}
-		cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund", "--prefer-offline",
-			"--cache", filepath.Join(dir, ".npm-cache"))
-		cmd.Dir = dir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("npm ci: %v\n%s", err, out)
-		}
-	}
+	npmCI(ctx, t, dir)
 	e := newEnv(t)
 	cmd := exec.CommandContext(ctx, node, "interop.js")
 	cmd.Dir = dir
@@ -58,6 +44,27 @@ func TestJSInterop(t *testing.T) {
 	t.Logf("node interop.js:\n%s", out)
 	if err != nil {
 		t.Errorf("the JavaScript SDK checks failed: %v", err)
+	}
+}
+
+// npmCI installs the packages of dir's package-lock.json under dir, unless
+// they are there. npm writes node_modules/.package-lock.json once an
+// install is complete; without it (never installed, or interrupted), or
+// when the lock file has changed since, it installs anew.
+func npmCI(ctx context.Context, t *testing.T, dir string) {
+	t.Helper()
+	if installed(dir) {
+		return
+	}
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		t.Fatalf("node is installed but npm is not: cannot install %s", dir)
+	}
+	cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund", "--prefer-offline",
+		"--cache", filepath.Join(dir, ".npm-cache"))
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("npm ci in %s: %v\n%s", dir, err, out)
 	}
 }
 
