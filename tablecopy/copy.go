@@ -41,7 +41,14 @@ type Options struct {
 	// Checkpoint, if set, records progress after every page written, and
 	// a copy continues from it where it stopped.
 	Checkpoint *Checkpoint
-	Log        *slog.Logger
+	// Progress, if set, counts the entities written as they are.
+	Progress *Progress
+	// Rate, if set, bounds the entities read from the source per second,
+	// all tables together.
+	Rate float64
+	Log  *slog.Logger
+
+	limit *rateLimit
 }
 
 // TableResult is what a copy did to one table.
@@ -65,6 +72,7 @@ func Copy(ctx context.Context, src Source, dst Destination, opts Options) ([]Tab
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
+	opts.limit = newRateLimit(opts.Rate)
 	tables := opts.Tables
 	if len(tables) == 0 {
 		var err error
@@ -103,16 +111,20 @@ func Copy(ctx context.Context, src Source, dst Destination, opts Options) ([]Tab
 // and the checkpoint taken, before the next one is.
 func copyTable(ctx context.Context, src Source, dst Destination, table string, opts Options) (int64, error) {
 	cp := opts.Checkpoint.table(table)
-	if r, ok := dst.(resumable); ok && (cp.Token != "" || cp.Done) {
+	r, ordered := dst.(resumable)
+	switch {
+	case ordered && (cp.Token != "" || cp.Done):
 		if err := r.Resume(ctx, table, cp.Mark, cp.Done); err != nil {
 			return 0, fmt.Errorf("resume: %w", err)
 		}
-	} else if cp.Done {
-		return cp.Entities, nil
-	} else if err := dst.CreateTable(ctx, table); err != nil {
-		return 0, fmt.Errorf("create table: %w", err)
+	case cp.Done:
+	default:
+		if err := dst.CreateTable(ctx, table); err != nil {
+			return 0, fmt.Errorf("create table: %w", err)
+		}
 	}
 	if cp.Done {
+		opts.Progress.add(table, cp.Entities, true)
 		return cp.Entities, nil
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -127,11 +139,15 @@ func copyTable(ctx context.Context, src Source, dst Destination, table string, o
 		defer close(pages)
 		token := cp.Token
 		for {
+			if err := opts.limit.wait(ctx); err != nil {
+				return
+			}
 			entities, next, err := src.Page(ctx, table, opts.Filter, token)
 			if err != nil {
 				readErr = fmt.Errorf("read: %w", err)
 				return
 			}
+			opts.limit.took(len(entities))
 			select {
 			case pages <- page{entities, next}:
 			case <-ctx.Done():
@@ -144,7 +160,7 @@ func copyTable(ctx context.Context, src Source, dst Destination, table string, o
 		}
 	}()
 	writers := opts.Writers
-	if _, ok := dst.(resumable); ok {
+	if ordered {
 		// A dump is written in the source's key order, one run after
 		// another: a local file gains nothing from writes at once.
 		writers = 1
@@ -156,6 +172,7 @@ func copyTable(ctx context.Context, src Source, dst Destination, table string, o
 		slots  = make(chan struct{}, writers)
 	)
 	copied.Store(cp.Entities)
+	opts.Progress.add(table, cp.Entities, false)
 	fail := func(err error) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -183,6 +200,7 @@ func copyTable(ctx context.Context, src Source, dst Destination, table string, o
 					return
 				}
 				copied.Add(int64(len(run)))
+				opts.Progress.add(table, int64(len(run)), false)
 			}()
 		}
 		wg.Wait()
@@ -193,7 +211,7 @@ func copyTable(ctx context.Context, src Source, dst Destination, table string, o
 			continue
 		}
 		next := tableCheckpoint{Token: p.next, Entities: copied.Load(), Done: p.next == ""}
-		if r, ok := dst.(resumable); ok {
+		if ordered {
 			mark, err := r.Mark(table)
 			if err != nil {
 				fail(err)
@@ -211,7 +229,11 @@ func copyTable(ctx context.Context, src Source, dst Destination, table string, o
 	if readErr != nil {
 		return copied.Load(), readErr
 	}
-	return copied.Load(), ctx.Err()
+	if err := ctx.Err(); err != nil {
+		return copied.Load(), err
+	}
+	opts.Progress.add(table, 0, true)
+	return copied.Load(), nil
 }
 
 // ParseTables splits a comma-separated list of table names.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -27,6 +28,7 @@ func copyTables(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	filter := fs.String("filter", "", "copy only the entities that match this $filter")
 	parallel := fs.Int("parallel", 4, "tables copied at once")
 	writers := fs.Int("writers", 4, "entity group transactions in flight per table")
+	rate := fs.Float64("rate", 0, "read at most this many entities per second from the source, all tables together (0: no limit)")
 	verify := fs.Bool("verify", false, "after the copy, compare each table at the destination with the source, entity by entity")
 	checkpoint := fs.String("checkpoint", "", "file that records progress after every page; a copy started again with it continues where it stopped")
 	if err := fs.Parse(args); err != nil {
@@ -56,10 +58,13 @@ func copyTables(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	defer stop()
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	start := time.Now()
+	progress := &tablecopy.Progress{}
+	stopShowing := showProgress(progress, stderr, log)
 	results, err := tablecopy.Copy(ctx, src, dst, tablecopy.Options{
 		Tables: tablecopy.ParseTables(*tables), Prefix: *prefix, Filter: *filter,
-		Parallel: *parallel, Writers: *writers, Checkpoint: cp, Log: log,
+		Parallel: *parallel, Writers: *writers, Checkpoint: cp, Progress: progress, Rate: *rate, Log: log,
 	})
+	stopShowing()
 	err = errors.Join(err, closeDst())
 	var total int64
 	for _, r := range results {
@@ -102,6 +107,61 @@ func verifyCopy(ctx context.Context, src tablecopy.Source, to string, results []
 		return fmt.Errorf("verify: %d of %d tables differ", bad, len(tables))
 	}
 	return nil
+}
+
+// showProgress shows a copy's progress until the function it returns is
+// called: a line redrawn twice a second on a terminal, else a log line
+// every 10 seconds.
+func showProgress(p *tablecopy.Progress, w io.Writer, log *slog.Logger) (stop func()) {
+	f, ok := w.(*os.File)
+	terminal := false
+	if ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			terminal = true
+		}
+	}
+	every := 10 * time.Second
+	if terminal {
+		every = 500 * time.Millisecond
+	}
+	done, finished := make(chan struct{}), make(chan struct{})
+	start := time.Now()
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				if terminal {
+					fmt.Fprint(w, "\r\033[K")
+				}
+				return
+			case <-t.C:
+			}
+			total, tables := p.Snapshot()
+			rate := float64(total) / time.Since(start).Seconds()
+			if !terminal {
+				log.Info("progress", "entities", total, "per_second", int(rate), "tables", len(tables))
+				continue
+			}
+			var line strings.Builder
+			fmt.Fprintf(&line, "%d entities, %.0f/s", total, rate)
+			for _, t := range tables {
+				mark := ""
+				if t.Done {
+					mark = " done"
+				}
+				fmt.Fprintf(&line, " | %s %d%s", t.Table, t.Written, mark)
+			}
+			text := line.String()
+			if len(text) > 160 {
+				text = text[:157] + "..."
+			}
+			fmt.Fprint(w, "\r\033[K"+text)
+		}
+	}()
+	return func() { close(done); <-finished }
 }
 
 // isConnectionString tells a connection string from a directory.
