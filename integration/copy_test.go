@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
 	"github.com/pgtables/pgtables/httpapi"
@@ -109,6 +110,19 @@ func TestCopyThroughDump(t *testing.T) {
 	client, table := src.newTable()
 	_, other := src.newTable()
 	want := int64(fillCopySource(t, src, client, table, 12, 230)) // partitions of more than a batch
+	start, expiry := mustTime("2026-01-01T00:00:00Z"), mustTime("2027-01-01T00:00:00Z")
+	if _, err := client.SetAccessPolicy(ctx, &aztables.SetAccessPolicyOptions{TableACL: []*aztables.SignedIdentifier{
+		{ID: to.Ptr("readers"), AccessPolicy: &aztables.AccessPolicy{Start: &start, Expiry: &expiry, Permission: to.Ptr("r")}},
+		{ID: to.Ptr("writers"), AccessPolicy: &aztables.AccessPolicy{Permission: to.Ptr("au")}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := src.service.SetProperties(ctx, aztables.ServiceProperties{Cors: []*aztables.CorsRule{{
+		AllowedOrigins: to.Ptr("https://example.com"), AllowedMethods: to.Ptr("GET,PUT"), AllowedHeaders: to.Ptr("x-ms-*"),
+		ExposedHeaders: to.Ptr("x-ms-request-id"), MaxAgeInSeconds: to.Ptr(int32(600)),
+	}}}, nil); err != nil {
+		t.Fatal(err)
+	}
 	dir := t.TempDir()
 	toDump, err := tablecopy.NewEndpoint(src.connectionString())
 	if err != nil {
@@ -118,7 +132,10 @@ func TestCopyThroughDump(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	results, err := tablecopy.Copy(ctx, toDump, dump, tablecopy.Options{Tables: []string{table}})
+	results, err := tablecopy.Copy(ctx, toDump, dump, tablecopy.Options{Tables: []string{table}, Policies: true})
+	if err := tablecopy.CopyServiceProperties(ctx, toDump, dump); err != nil {
+		t.Fatal(err)
+	}
 	if err := dump.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -134,9 +151,18 @@ func TestCopyThroughDump(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	results, err = tablecopy.Copy(ctx, fromDump, target, tablecopy.Options{})
+	results, err = tablecopy.Copy(ctx, fromDump, target, tablecopy.Options{Policies: true})
 	if err != nil || len(results) != 1 || results[0].Entities != want {
 		t.Fatalf("copy from the dump: %+v, %v; want %d entities", results, err, want)
+	}
+	if err := tablecopy.CopyServiceProperties(ctx, fromDump, target); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/" + httpapi.DevAccount + "/" + table + "?comp=acl", "/" + httpapi.DevAccount + "/?restype=service&comp=properties"} {
+		a, b := src.do("GET", path, nil, nil), dst.do("GET", path, nil, nil)
+		if a.status != 200 || b.status != 200 || !bytes.Equal(a.body, b.body) || !bytes.Contains(a.body, []byte("example.com")) && !bytes.Contains(a.body, []byte("readers")) {
+			t.Errorf("%s: source %d %s\ndestination %d %s", path, a.status, a.body, b.status, b.body)
+		}
 	}
 
 	for _, c := range tablecopy.Verify(ctx, toDump, target, []string{table}, "") {

@@ -113,7 +113,7 @@ func (c *Client) Do(ctx context.Context, method, path, query string, header map[
 			mac = hmac.New(sha256.New, c.key)
 		}
 		mac.Reset()
-		for _, s := range [...]string{date, "\n/", c.account, c.pathBase, path} {
+		for _, s := range [...]string{date, "\n/", c.account, c.pathBase, path, compOf(query)} {
 			io.WriteString(mac, s)
 		}
 		var sum [sha256.Size]byte
@@ -135,6 +135,17 @@ func (c *Client) Do(ctx context.Context, method, path, query string, header map[
 		return nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	return resp, nil
+}
+
+// compOf is the part of the resource that Shared Key Lite signs of a
+// request's query: "?comp=" and the comp parameter, when there is one.
+func compOf(query string) string {
+	for _, kv := range strings.Split(query, "&") {
+		if v, ok := strings.CutPrefix(kv, "comp="); ok {
+			return "?comp=" + v
+		}
+	}
+	return ""
 }
 
 // URL returns the absolute URL of path (escaped, relative to the

@@ -41,6 +41,8 @@ type Options struct {
 	// Checkpoint, if set, records progress after every page written, and
 	// a copy continues from it where it stopped.
 	Checkpoint *Checkpoint
+	// Policies copies each table's stored access policies too.
+	Policies bool
 	// Progress, if set, counts the entities written as they are.
 	Progress *Progress
 	// Rate, if set, bounds the entities read from the source per second,
@@ -121,6 +123,11 @@ func copyTable(ctx context.Context, src Source, dst Destination, table string, o
 	default:
 		if err := dst.CreateTable(ctx, table); err != nil {
 			return 0, fmt.Errorf("create table: %w", err)
+		}
+	}
+	if opts.Policies {
+		if err := copyPolicies(ctx, src, dst, table); err != nil {
+			return 0, err
 		}
 	}
 	if cp.Done {

@@ -28,6 +28,8 @@ func copyTables(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	filter := fs.String("filter", "", "copy only the entities that match this $filter")
 	parallel := fs.Int("parallel", 4, "tables copied at once")
 	writers := fs.Int("writers", 4, "entity group transactions in flight per table")
+	policies := fs.Bool("policies", false, "copy each table's stored access policies too")
+	properties := fs.Bool("service-properties", false, "copy the account's service properties (CORS, logging, metrics) too")
 	rate := fs.Float64("rate", 0, "read at most this many entities per second from the source, all tables together (0: no limit)")
 	verify := fs.Bool("verify", false, "after the copy, compare each table at the destination with the source, entity by entity")
 	checkpoint := fs.String("checkpoint", "", "file that records progress after every page; a copy started again with it continues where it stopped")
@@ -58,11 +60,16 @@ func copyTables(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	defer stop()
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	start := time.Now()
+	if *properties {
+		if err := tablecopy.CopyServiceProperties(ctx, src, dst); err != nil {
+			return errors.Join(err, closeDst())
+		}
+	}
 	progress := &tablecopy.Progress{}
 	stopShowing := showProgress(progress, stderr, log)
 	results, err := tablecopy.Copy(ctx, src, dst, tablecopy.Options{
 		Tables: tablecopy.ParseTables(*tables), Prefix: *prefix, Filter: *filter,
-		Parallel: *parallel, Writers: *writers, Checkpoint: cp, Progress: progress, Rate: *rate, Log: log,
+		Parallel: *parallel, Writers: *writers, Checkpoint: cp, Policies: *policies, Progress: progress, Rate: *rate, Log: log,
 	})
 	stopShowing()
 	err = errors.Join(err, closeDst())
