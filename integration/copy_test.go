@@ -109,7 +109,7 @@ func TestCopyThroughDump(t *testing.T) {
 	src, dst := newEnv(t), newEnv(t)
 	client, table := src.newTable()
 	_, other := src.newTable()
-	want := int64(fillCopySource(t, src, client, table, 12, 230)) // partitions of more than a batch
+	want := int64(fillCopySource(t, src, client, table, 22, 230)) // 5,062 entities, partitions of more than a batch
 	start, expiry := mustTime("2026-01-01T00:00:00Z"), mustTime("2027-01-01T00:00:00Z")
 	if _, err := client.SetAccessPolicy(ctx, &aztables.SetAccessPolicyOptions{TableACL: []*aztables.SignedIdentifier{
 		{ID: to.Ptr("readers"), AccessPolicy: &aztables.AccessPolicy{Start: &start, Expiry: &expiry, Permission: to.Ptr("r")}},
