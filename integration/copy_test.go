@@ -183,8 +183,9 @@ func TestCopyThroughDump(t *testing.T) {
 		t.Errorf("the table left out: %v", err)
 	}
 
-	// Copied again, over what is there: upserts, the same result.
-	results, err = tablecopy.Copy(ctx, toDump, target, tablecopy.Options{Prefix: table})
+	// Copied again, over what is there, in key ranges at once: upserts,
+	// the same result.
+	results, err = tablecopy.Copy(ctx, toDump, target, tablecopy.Options{Prefix: table, Ranges: 5})
 	if err != nil || len(results) != 1 || results[0].Entities != want {
 		t.Fatalf("copy again, endpoint to endpoint: %+v, %v", results, err)
 	}

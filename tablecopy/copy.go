@@ -41,6 +41,9 @@ type Options struct {
 	// Checkpoint, if set, records progress after every page written, and
 	// a copy continues from it where it stopped.
 	Checkpoint *Checkpoint
+	// Ranges splits each table into this many ranges of PartitionKeys
+	// copied at once (default 1); a dump is always written in one.
+	Ranges int
 	// Policies copies each table's stored access policies too.
 	Policies bool
 	// Progress, if set, counts the entities written as they are.
@@ -130,6 +133,56 @@ func copyTable(ctx context.Context, src Source, dst Destination, table string, o
 			return 0, err
 		}
 	}
+	ranges := keyRanges(opts.Ranges)
+	if ordered || len(ranges) == 1 {
+		return copyRange(ctx, src, dst, table, table, opts.Filter, opts)
+	}
+	// Key ranges at once, each with its own pages, writers and checkpoint.
+	var (
+		g     errgroup.Group
+		total atomic.Int64
+	)
+	for i, r := range ranges {
+		filter := r
+		if opts.Filter != "" {
+			filter = "(" + opts.Filter + ") and (" + r + ")"
+		}
+		key := fmt.Sprintf("%s#%d/%d", table, i, len(ranges))
+		g.Go(func() error {
+			n, err := copyRange(ctx, src, dst, table, key, filter, opts)
+			total.Add(n)
+			return err
+		})
+	}
+	err := g.Wait()
+	return total.Load(), err
+}
+
+// keyAlphabet is where keyRanges splits the PartitionKeys: digits and
+// letters, what keys made of numbers, GUIDs, base64 or words begin with.
+// Keys that begin with anything else fall in the first or the last range.
+const keyAlphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+// keyRanges returns the $filter conditions of n ranges of PartitionKeys
+// that together hold every key once.
+func keyRanges(n int) []string {
+	n = min(max(n, 1), len(keyAlphabet))
+	if n == 1 {
+		return []string{""}
+	}
+	bound := func(i int) string { return string(keyAlphabet[i*len(keyAlphabet)/n]) }
+	ranges := []string{"PartitionKey lt '" + bound(1) + "'"}
+	for i := 1; i < n-1; i++ {
+		ranges = append(ranges, "PartitionKey ge '"+bound(i)+"' and PartitionKey lt '"+bound(i+1)+"'")
+	}
+	return append(ranges, "PartitionKey ge '"+bound(n-1)+"'")
+}
+
+// copyRange copies the entities of a table that filter selects, with the
+// checkpoint kept under key.
+func copyRange(ctx context.Context, src Source, dst Destination, table, key, filter string, opts Options) (int64, error) {
+	cp := opts.Checkpoint.table(key)
+	r, ordered := dst.(resumable)
 	if cp.Done {
 		opts.Progress.add(table, cp.Entities, true)
 		return cp.Entities, nil
@@ -149,7 +202,7 @@ func copyTable(ctx context.Context, src Source, dst Destination, table string, o
 			if err := opts.limit.wait(ctx); err != nil {
 				return
 			}
-			entities, next, err := src.Page(ctx, table, opts.Filter, token)
+			entities, next, err := src.Page(ctx, table, filter, token)
 			if err != nil {
 				readErr = fmt.Errorf("read: %w", err)
 				return
@@ -226,7 +279,7 @@ func copyTable(ctx context.Context, src Source, dst Destination, table string, o
 			}
 			next.Mark = mark
 		}
-		if err := opts.Checkpoint.save(table, next); err != nil {
+		if err := opts.Checkpoint.save(key, next); err != nil {
 			fail(err)
 		}
 	}

@@ -208,3 +208,19 @@ func TestCopyContinuesFromCheckpoint(t *testing.T) {
 		}
 	}
 }
+
+// Key ranges cover every PartitionKey once: below the first bound, between
+// bounds, from the last bound on.
+func TestKeyRanges(t *testing.T) {
+	t.Parallel()
+	if got := keyRanges(1); !reflect.DeepEqual(got, []string{""}) {
+		t.Errorf("one range: %q", got)
+	}
+	want := []string{"PartitionKey lt 'F'", "PartitionKey ge 'F' and PartitionKey lt 'V'", "PartitionKey ge 'V' and PartitionKey lt 'k'", "PartitionKey ge 'k'"}
+	if got := keyRanges(4); !reflect.DeepEqual(got, want) {
+		t.Errorf("four ranges: %q", got)
+	}
+	if got := keyRanges(1000); len(got) != len(keyAlphabet) {
+		t.Errorf("%d ranges of %d characters", len(got), len(keyAlphabet))
+	}
+}

@@ -27,7 +27,8 @@ func copyTables(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	prefix := fs.String("prefix", "", "copy the tables whose names begin with this")
 	filter := fs.String("filter", "", "copy only the entities that match this $filter")
 	parallel := fs.Int("parallel", 4, "tables copied at once")
-	writers := fs.Int("writers", 4, "entity group transactions in flight per table")
+	writers := fs.Int("writers", 4, "entity group transactions in flight per table (per key range)")
+	ranges := fs.Int("ranges", 1, "split each table into this many ranges of PartitionKeys copied at once (not into a dump)")
 	policies := fs.Bool("policies", false, "copy each table's stored access policies too")
 	properties := fs.Bool("service-properties", false, "copy the account's service properties (CORS, logging, metrics) too")
 	rate := fs.Float64("rate", 0, "read at most this many entities per second from the source, all tables together (0: no limit)")
@@ -69,7 +70,7 @@ func copyTables(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	stopShowing := showProgress(progress, stderr, log)
 	results, err := tablecopy.Copy(ctx, src, dst, tablecopy.Options{
 		Tables: tablecopy.ParseTables(*tables), Prefix: *prefix, Filter: *filter,
-		Parallel: *parallel, Writers: *writers, Checkpoint: cp, Policies: *policies, Progress: progress, Rate: *rate, Log: log,
+		Parallel: *parallel, Writers: *writers, Ranges: *ranges, Checkpoint: cp, Policies: *policies, Progress: progress, Rate: *rate, Log: log,
 	})
 	stopShowing()
 	err = errors.Join(err, closeDst())
