@@ -148,10 +148,6 @@ func compOf(query string) string {
 	return ""
 }
 
-// URL returns the absolute URL of path (escaped, relative to the
-// endpoint), as the sub-requests of a batch name their resources.
-func (c *Client) URL(path string) string { return c.endpoint + path }
-
 // Call sends a request and turns an unexpected status into an error that
 // names the server's error code.
 func (c *Client) Call(ctx context.Context, method, path, query string, header map[string]string, body []byte, want ...int) (*Response, error) {
@@ -189,42 +185,70 @@ func (c *Client) DeleteTable(ctx context.Context, name string) error {
 	return err
 }
 
-// BatchInsert sends one entity group transaction that inserts the
-// entities bodies, JSON objects of one partition.
-func (c *Client) BatchInsert(ctx context.Context, table string, bodies [][]byte) error {
-	var b bytes.Buffer
-	const bb, cb = "batch_5e1d6f0c-0bd4-4a3d-9f44-1d1c0f1c2a7e", "changeset_0f0c5a2b-3c3e-4d6f-8a7b-6c5d4e3f2a1b"
-	partHead := "--" + cb + "\r\nContent-Type: application/http\r\nContent-Transfer-Encoding: binary\r\n\r\n" +
-		"POST " + c.endpoint + "/" + table + " HTTP/1.1\r\nAccept: application/json;odata=minimalmetadata\r\n" +
+// BatchOp is one operation of an entity group transaction: a method on
+// a path relative to the endpoint, already escaped (as EntityPath makes
+// it), with a JSON body.
+type BatchOp struct {
+	Method, Path string
+	Body         []byte
+}
+
+// batchBoundary and changesetBoundary frame every batch this client sends.
+const batchBoundary, changesetBoundary = "batch_5e1d6f0c-0bd4-4a3d-9f44-1d1c0f1c2a7e", "changeset_0f0c5a2b-3c3e-4d6f-8a7b-6c5d4e3f2a1b"
+
+// BatchRequest returns the body of an entity group transaction of ops and
+// the headers to post it to /$batch with.
+func (c *Client) BatchRequest(ops []BatchOp) (body []byte, header map[string]string) {
+	const partHead = "--" + changesetBoundary + "\r\nContent-Type: application/http\r\nContent-Transfer-Encoding: binary\r\n\r\n"
+	const subHead = " HTTP/1.1\r\nAccept: application/json;odata=minimalmetadata\r\n" +
 		"Content-Type: application/json\r\nPrefer: return-no-content\r\nDataServiceVersion: 3.0\r\nContent-Length: "
 	size := 256
-	for _, body := range bodies {
-		size += len(partHead) + len(body) + 16
+	for _, op := range ops {
+		size += len(partHead) + len(c.endpoint) + len(op.Path) + len(subHead) + len(op.Body) + 32
 	}
+	var b bytes.Buffer
 	b.Grow(size)
-	b.WriteString("--" + bb + "\r\nContent-Type: multipart/mixed; boundary=" + cb + "\r\n\r\n")
-	for _, body := range bodies {
+	b.WriteString("--" + batchBoundary + "\r\nContent-Type: multipart/mixed; boundary=" + changesetBoundary + "\r\n\r\n")
+	for _, op := range ops {
 		b.WriteString(partHead)
-		b.WriteString(strconv.Itoa(len(body)))
+		b.WriteString(op.Method + " " + c.endpoint + op.Path)
+		b.WriteString(subHead)
+		b.WriteString(strconv.Itoa(len(op.Body)))
 		b.WriteString("\r\n\r\n")
-		b.Write(body)
+		b.Write(op.Body)
 		b.WriteString("\r\n")
 	}
-	b.WriteString("--" + cb + "--\r\n--" + bb + "--\r\n")
-	r, err := c.Call(ctx, http.MethodPost, "/$batch", "", map[string]string{"Content-Type": "multipart/mixed; boundary=" + bb}, b.Bytes(), 202)
-	if err != nil {
-		return err
-	}
-	// A failed changeset still answers 202: its one sub-response carries
-	// the error status.
-	if n := bytes.Count(r.Body, []byte("HTTP/1.1 204")); n != len(bodies) {
+	b.WriteString("--" + changesetBoundary + "--\r\n--" + batchBoundary + "--\r\n")
+	return b.Bytes(), map[string]string{"Content-Type": "multipart/mixed; boundary=" + batchBoundary}
+}
+
+// BatchError reports the failure of a batch of n operations whose
+// response r answered 202: a failed changeset still does, and its one
+// sub-response carries the error status.
+func BatchError(r *Response, n int) error {
+	if ok := bytes.Count(r.Body, []byte("HTTP/1.1 204")); ok != n {
 		msg := string(r.Body)
 		if len(msg) > 500 {
 			msg = msg[:500]
 		}
-		return fmt.Errorf("batch: %d of %d operations succeeded: %s", n, len(bodies), msg)
+		return fmt.Errorf("batch: %d of %d operations succeeded: %s", ok, n, msg)
 	}
 	return nil
+}
+
+// BatchInsert sends one entity group transaction that inserts the
+// entities bodies, JSON objects of one partition.
+func (c *Client) BatchInsert(ctx context.Context, table string, bodies [][]byte) error {
+	ops := make([]BatchOp, len(bodies))
+	for i, body := range bodies {
+		ops[i] = BatchOp{Method: http.MethodPost, Path: "/" + table, Body: body}
+	}
+	body, header := c.BatchRequest(ops)
+	r, err := c.Call(ctx, http.MethodPost, "/$batch", "", header, body, http.StatusAccepted)
+	if err != nil {
+		return err
+	}
+	return BatchError(r, len(ops))
 }
 
 // Query runs a query, following continuations, and returns the number of

@@ -1,7 +1,6 @@
 package tablecopy
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -186,30 +185,17 @@ func (e *Endpoint) Write(ctx context.Context, table string, entities []Entity) e
 // upsertBatch sends one entity group transaction of InsertOrReplace
 // operations, one per body.
 func (e *Endpoint) upsertBatch(ctx context.Context, table string, batch []Entity, bodies [][]byte) error {
-	const bb, cb = "batch_7c1e3a52-6f0d-4b8e-9a61-2f4d5c6b7a80", "changeset_3b9d2e14-8a7c-4f60-b5d1-0e9f8a7b6c5d"
-	var b bytes.Buffer
-	b.WriteString("--" + bb + "\r\nContent-Type: multipart/mixed; boundary=" + cb + "\r\n\r\n")
+	ops := make([]tableapi.BatchOp, len(bodies))
 	for i, body := range bodies {
-		b.WriteString("--" + cb + "\r\nContent-Type: application/http\r\nContent-Transfer-Encoding: binary\r\n\r\n")
-		b.WriteString("PUT " + e.c.URL(tableapi.EntityPath(table, batch[i].PartitionKey, batch[i].RowKey)) + " HTTP/1.1\r\n")
-		b.WriteString("Accept: application/json;odata=minimalmetadata\r\nContent-Type: application/json\r\nDataServiceVersion: 3.0\r\n")
-		b.WriteString("Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n")
-		b.Write(body)
-		b.WriteString("\r\n")
+		ops[i] = tableapi.BatchOp{Method: http.MethodPut, Path: tableapi.EntityPath(table, batch[i].PartitionKey, batch[i].RowKey), Body: body}
 	}
-	b.WriteString("--" + cb + "--\r\n--" + bb + "--\r\n")
-	r, err := e.call(ctx, http.MethodPost, "/$batch", "", map[string]string{"Content-Type": "multipart/mixed; boundary=" + bb}, b.Bytes(), http.StatusAccepted)
+	body, header := e.c.BatchRequest(ops)
+	r, err := e.call(ctx, http.MethodPost, "/$batch", "", header, body, http.StatusAccepted)
+	if err == nil {
+		err = tableapi.BatchError(r, len(ops))
+	}
 	if err != nil {
 		return fmt.Errorf("write %s: %w", table, err)
-	}
-	// A failed changeset still answers 202; its one sub-response carries
-	// the error.
-	if n := bytes.Count(r.Body, []byte("HTTP/1.1 204")); n != len(bodies) {
-		msg := string(r.Body)
-		if len(msg) > 500 {
-			msg = msg[:500]
-		}
-		return fmt.Errorf("write %s: %d of %d operations succeeded: %s", table, n, len(bodies), msg)
 	}
 	return nil
 }
