@@ -21,6 +21,10 @@ const (
 type Account struct {
 	Name string
 	Keys [][]byte // decoded
+	// RefuseSharedKey refuses Shared Key, Shared Key Lite and SAS, as
+	// Azure does for an account whose AllowSharedKeyAccess is false:
+	// only bearer tokens are accepted.
+	RefuseSharedKey bool
 
 	// macs keep keyed HMAC-SHA256 states for reuse, one pool per key:
 	// every request is verified, and a fresh HMAC costs four allocations.
@@ -100,6 +104,18 @@ func ParseAccounts(s string) (Accounts, error) {
 		return nil, fmt.Errorf("no accounts")
 	}
 	return accts, nil
+}
+
+// RefuseSharedKey makes the named accounts accept bearer tokens only.
+func (a Accounts) RefuseSharedKey(names []string) error {
+	for _, n := range names {
+		acct := a[n]
+		if acct == nil {
+			return fmt.Errorf("account %q is not configured", n)
+		}
+		acct.RefuseSharedKey = true
+	}
+	return nil
 }
 
 // validAccountName follows Azure's rule, which also keeps names clear of

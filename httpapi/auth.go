@@ -8,19 +8,133 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/pgtables/pgtables/store"
 )
 
-var errAuthFailed = errors.New("authentication failed")
+// Authentication errors; errors.go maps them to Azure's codes.
+var (
+	// errAuthFailed: a credential that does not verify (403).
+	errAuthFailed = errors.New("authentication failed")
+	// errNoAuthInfo: no credential where a bearer token would do (401,
+	// with the challenge).
+	errNoAuthInfo = errors.New("no authentication information")
+	// errInvalidAuthInfo: a bearer token that does not verify (401, with
+	// the challenge).
+	errInvalidAuthInfo = errors.New("invalid authentication information")
+	// errKeyAuthNotPermitted: Shared Key or SAS on an account that
+	// refuses them (403).
+	errKeyAuthNotPermitted = errors.New("key based authentication not permitted")
+)
 
 // authError is a failed authentication with the detail Azure puts in
-// AuthenticationErrorDetail: it tells a developer which string was signed.
-type authError struct{ detail string }
+// AuthenticationErrorDetail: it tells a developer which string was signed,
+// or why a token was refused. kind is one of the errors above.
+type authError struct {
+	kind   error
+	detail string
+}
 
-func (e *authError) Error() string { return "authentication failed: " + e.detail }
-func (e *authError) Unwrap() error { return errAuthFailed }
+func (e *authError) Error() string { return e.kind.Error() + ": " + e.detail }
+func (e *authError) Unwrap() error { return e.kind }
 
 func authFailed(format string, args ...any) error {
-	return &authError{detail: fmt.Sprintf(format, args...)}
+	return &authError{kind: errAuthFailed, detail: fmt.Sprintf(format, args...)}
+}
+
+// Authentication schemes, as the metrics and the access log name them.
+const (
+	schemeSharedKey     = "shared_key"
+	schemeSharedKeyLite = "shared_key_lite"
+	schemeSAS           = "sas"
+	schemeBearer        = "bearer"
+	schemeNone          = "none"  // no credential at all
+	schemeOther         = "other" // an Authorization scheme not spoken here
+)
+
+// Outcomes of an authentication, as the metrics name them.
+const (
+	authSuccess     = "success"
+	authFailure     = "failure"     // the credential does not verify
+	authRefused     = "refused"     // the scheme is not allowed here (key on a keyless account, bearer over http)
+	authUnavailable = "unavailable" // could not be checked now (an issuer's keys unreachable)
+)
+
+// authenticateRequest authenticates a request with Shared Key, Shared Key
+// Lite, a SAS or a bearer token, and returns its grant (nil for an
+// account key: the key may do anything). It records the scheme and the
+// outcome for the metrics and the access log.
+func (s *Server) authenticateRequest(rq *request) (grant, error) {
+	r := rq.r()
+	authz := r.Header.Get("Authorization")
+	scheme, cred, _ := strings.Cut(authz, " ")
+	var label string
+	var g grant
+	var err error
+	switch {
+	case authz == "" && rq.query.Has("sig"):
+		label = schemeSAS
+		if err = keyAllowed(rq.acct); err == nil {
+			var sg *sasGrant
+			if sg, err = s.authenticateSAS(rq); err == nil {
+				g = sg
+			}
+		}
+	case authz == "" && s.cfg.Bearer != nil:
+		// The SDKs' bearer policies learn the tenant from this challenge.
+		label, err = schemeNone, &authError{kind: errNoAuthInfo, detail: "The request has no Authorization header; send a bearer token."}
+	case scheme == "Bearer" && s.cfg.Bearer != nil:
+		label = schemeBearer
+		g, err = s.authenticateBearer(rq, strings.TrimSpace(cred))
+	default:
+		switch scheme {
+		case "SharedKey":
+			label = schemeSharedKey
+		case "SharedKeyLite":
+			label = schemeSharedKeyLite
+		case "":
+			label = schemeNone
+		default:
+			label = schemeOther
+		}
+		if label == schemeSharedKey || label == schemeSharedKeyLite {
+			err = keyAllowed(rq.acct)
+		}
+		if err == nil {
+			err = s.authenticate(r, rq.t, rq.acct, rq.query)
+		}
+	}
+	s.ops.metrics.authentication(label, authOutcome(err))
+	if st := stateOf(r); st != nil {
+		st.auth = label
+	}
+	if err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// keyAllowed refuses Shared Key and SAS (which the account key signs) on
+// an account that accepts bearer tokens only, as Azure does when an
+// account's AllowSharedKeyAccess is false.
+func keyAllowed(acct *Account) error {
+	if acct.RefuseSharedKey {
+		return &authError{kind: errKeyAuthNotPermitted, detail: "The account " + acct.Name + " accepts bearer tokens only."}
+	}
+	return nil
+}
+
+// authOutcome names the outcome of an authentication that ended in err.
+func authOutcome(err error) string {
+	switch {
+	case err == nil:
+		return authSuccess
+	case errors.Is(err, errKeyAuthNotPermitted), errors.Is(err, errBearerOverHTTP):
+		return authRefused
+	case errors.Is(err, store.ErrUnavailable):
+		return authUnavailable
+	}
+	return authFailure
 }
 
 // authenticate checks the Shared Key or Shared Key Lite signature of r.

@@ -39,6 +39,12 @@ var (
 	errMissingQueryParam    = errors.New("missing required query parameter")
 )
 
+// Azure's messages for failed authentication.
+const (
+	msgAuthenticationFailed = "Server failed to authenticate the request. Make sure the value of Authorization header is formed correctly including the signature."
+	msgSeeChallenge         = "Server failed to authenticate the request. Please refer to the information in the www-authenticate header."
+)
+
 // apiError is an Azure error: status, code and the service's message.
 type apiError struct {
 	status  int
@@ -59,7 +65,11 @@ var errorTable = []struct {
 	{store.ErrConditionNotMet, apiError{412, "UpdateConditionNotSatisfied", "The update condition specified in the request was not satisfied."}},
 	{store.ErrUnavailable, apiError{503, "ServerBusy", "The server is currently unable to receive requests. Please retry your request."}},
 	{errResourceNotFound, apiError{404, "ResourceNotFound", "The specified resource does not exist."}},
-	{errAuthFailed, apiError{403, "AuthenticationFailed", "Server failed to authenticate the request. Make sure the value of Authorization header is formed correctly including the signature."}},
+	{errAuthFailed, apiError{403, "AuthenticationFailed", msgAuthenticationFailed}},
+	{errBearerOverHTTP, apiError{403, "AuthenticationFailed", msgAuthenticationFailed}},
+	{errNoAuthInfo, apiError{401, "NoAuthenticationInformation", msgSeeChallenge}},
+	{errInvalidAuthInfo, apiError{401, "InvalidAuthenticationInfo", msgSeeChallenge}},
+	{errKeyAuthNotPermitted, apiError{403, "KeyBasedAuthenticationNotPermitted", "Key based authentication is not permitted on this storage account."}},
 	{odata.ErrInvalidInput, apiError{400, "InvalidInput", "One of the request inputs is not valid."}},
 	{odata.ErrOutOfRangeInput, apiError{400, "OutOfRangeInput", "One of the request inputs is out of range."}},
 	{odata.ErrInvalidResourceName, apiError{400, "InvalidResourceName", "The specifed resource name contains invalid characters."}},

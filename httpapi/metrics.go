@@ -44,6 +44,7 @@ type metrics struct {
 	duration     *prometheus.HistogramVec
 	inFlight     prometheus.Gauge
 	rejected     prometheus.Counter
+	auth         *prometheus.CounterVec
 	batchSize    prometheus.Histogram
 	batchRetries prometheus.Counter
 	returned     prometheus.Histogram
@@ -77,6 +78,10 @@ func newMetrics(version string, pool *pgxpool.Pool) *metrics {
 		Name: "pgtables_http_requests_rejected_total",
 		Help: "Protocol requests answered 503 ServerBusy at once because the limit of concurrent requests was reached.",
 	})
+	m.auth = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pgtables_authentications_total",
+		Help: "Authentications of protocol requests, by scheme (shared_key, shared_key_lite, sas, bearer, none, other) and outcome (success, failure, refused, unavailable).",
+	}, []string{"scheme", "outcome"})
 	m.batchSize = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "pgtables_batch_operations",
 		Help:    "Operations per entity group transaction run.",
@@ -119,7 +124,7 @@ func newMetrics(version string, pool *pgxpool.Pool) *metrics {
 	})
 	build.Set(1)
 	for _, c := range []prometheus.Collector{
-		m.requests, m.duration, m.inFlight, m.rejected, m.batchSize, m.batchRetries, m.returned,
+		m.requests, m.duration, m.inFlight, m.rejected, m.auth, m.batchSize, m.batchRetries, m.returned,
 		m.purgedEntities, m.purgedTables, m.purgePending, m.purgeErrors, m.purgeChunk, build,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -138,6 +143,11 @@ func (m *metrics) request(op string, status int, seconds float64) {
 	code := strconv.Itoa(status)
 	m.requests.WithLabelValues(op, code).Inc()
 	m.duration.WithLabelValues(op, code).Observe(seconds)
+}
+
+// authentication records one authentication of a protocol request.
+func (m *metrics) authentication(scheme, outcome string) {
+	m.auth.WithLabelValues(scheme, outcome).Inc()
 }
 
 // BatchRun implements store.Observer.

@@ -108,14 +108,15 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 			}
 		}
 		op, account, table := labelUnknown, "", ""
-		if st := stateOf(r); st != nil {
+		st := stateOf(r)
+		if st != nil {
 			op, account, table = st.op, st.account, st.table
 		}
 		elapsed := time.Since(start)
 		status := resp.Status
 		m.request(op, status, elapsed.Seconds())
 		if s.cfg.AccessLog {
-			s.accessLog(r, resp, op, account, table, elapsed)
+			s.accessLog(r, resp, st, op, account, table, elapsed)
 		}
 		return nil
 	}
@@ -142,7 +143,7 @@ func (s *Server) releaseSlot() {
 // accessLog writes the request's line: at info, or at warn for a 5xx.
 // Its request_id is the x-ms-request-id the client got, also in the body
 // of an error.
-func (s *Server) accessLog(r *http.Request, resp *echo.Response, op, account, table string, elapsed time.Duration) {
+func (s *Server) accessLog(r *http.Request, resp *echo.Response, st *reqState, op, account, table string, elapsed time.Duration) {
 	level := slog.LevelInfo
 	if resp.Status >= 500 {
 		level = slog.LevelWarn
@@ -152,7 +153,7 @@ func (s *Server) accessLog(r *http.Request, resp *echo.Response, op, account, ta
 		return
 	}
 	h := resp.Header()
-	attrs := make([]slog.Attr, 0, 14)
+	attrs := make([]slog.Attr, 0, 16)
 	attrs = append(attrs,
 		slog.String("operation", op),
 		slog.String("method", r.Method),
@@ -180,6 +181,13 @@ func (s *Server) accessLog(r *http.Request, resp *echo.Response, op, account, ta
 		slog.Int64("bytes_in", max(r.ContentLength, 0)),
 		slog.Int64("bytes_out", resp.Size),
 	)
+	if st != nil && st.auth != "" {
+		attrs = append(attrs, slog.String("auth", st.auth))
+	}
+	if st != nil && st.subject != "" {
+		// Who a bearer token speaks for; a key or SAS has no subject.
+		attrs = append(attrs, slog.String("subject", odata.Truncate(st.subject, 256)))
+	}
 	if ua := r.Header.Get("User-Agent"); ua != "" {
 		attrs = append(attrs, slog.String("user_agent", odata.Truncate(ua, 256)))
 	}

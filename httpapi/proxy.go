@@ -58,6 +58,7 @@ type originKey struct{}
 type reqState struct {
 	origin             origin
 	op, account, table string
+	auth, subject      string // the authentication scheme, and a token's subject
 }
 
 // withOrigin returns r with its origin resolved against the trusted

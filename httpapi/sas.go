@@ -104,6 +104,20 @@ const (
 	accountSAS
 )
 
+// grant is what an authenticated request may do, as far as its credential
+// limits it: a SAS (sasGrant) or a bearer token (tokenGrant). A request
+// signed with an account key has none: the key may do anything.
+type grant interface {
+	// authorize checks that the grant allows op on table (the addressed
+	// table for table and entity operations; "" for Create Table before
+	// its body names the table).
+	authorize(op authOp, table string) error
+	// checkKeys checks that an entity's keys lie within the grant.
+	checkKeys(pk, rk string) error
+	// keyRange is the range of keys a query must keep to, if any.
+	keyRange() (store.KeyRange, bool)
+}
+
 // sasGrant is what a verified SAS allows.
 type sasGrant struct {
 	kind  sasKind
@@ -113,17 +127,6 @@ type sasGrant struct {
 	keys  store.KeyRange // spk/srk .. epk/erk
 	// account SAS
 	resourceTypes string // srt
-}
-
-// authenticateRequest authenticates a request with Shared Key, Shared Key
-// Lite or a SAS, and returns the SAS's grant (nil for a key: the key may do
-// anything).
-func (s *Server) authenticateRequest(rq *request) (*sasGrant, error) {
-	r := rq.r()
-	if r.Header.Get("Authorization") == "" && rq.query.Has("sig") {
-		return s.authenticateSAS(rq)
-	}
-	return nil, s.authenticate(r, rq.t, rq.acct, rq.query)
 }
 
 // authenticateSAS verifies the SAS of rq and returns what it grants.
@@ -578,66 +581,81 @@ func (g *sasGrant) checkKeys(pk, rk string) error {
 	return odata.Detailf(errAuthorizationFailure, msgAuthorizationFailure+" The entity's keys lie outside the signature's key range.")
 }
 
-// authorize checks the request's operation against its SAS, if it has
+// keyRange is a service SAS's key range.
+func (g *sasGrant) keyRange() (store.KeyRange, bool) { return g.keys, g.kind == serviceSAS }
+
+// authorize checks the request's operation against its grant, if it has
 // one, before the handler touches any data; for an operation on one
-// entity that includes the key range.
+// entity that includes the keys.
 func (rq *request) authorize(method string) error {
-	if rq.sas == nil {
+	if rq.grant == nil {
 		return nil
 	}
 	op := classifyOperation(rq.t, method, rq.query, rq.r().Header)
-	if err := rq.sas.authorize(op, rq.t.table); err != nil {
+	if err := rq.grant.authorize(op, rq.t.table); err != nil {
 		return err
 	}
 	if rq.t.kind == resEntity {
-		return rq.sas.checkKeys(rq.t.pk, rq.t.rk)
+		return rq.grant.checkKeys(rq.t.pk, rq.t.rk)
 	}
 	return nil
 }
 
-// authorizeKeys checks the keys of an entity to insert, which only its
-// body names, against the SAS's key range.
-func (rq *request) authorizeKeys(pk, rk string) error {
-	if rq.sas == nil {
+// authorizeTable checks an operation on a table that only the request's
+// body names (Create Table) against the grant.
+func (rq *request) authorizeTable(op authOp, table string) error {
+	if rq.grant == nil {
 		return nil
 	}
-	return rq.sas.checkKeys(pk, rk)
+	return rq.grant.authorize(op, table)
 }
 
-// clipQuery limits a query to the SAS's key range: entities outside it
+// authorizeKeys checks the keys of an entity to insert, which only its
+// body names, against the grant.
+func (rq *request) authorizeKeys(pk, rk string) error {
+	if rq.grant == nil {
+		return nil
+	}
+	return rq.grant.checkKeys(pk, rk)
+}
+
+// clipQuery limits a query to the grant's key range: entities outside it
 // are never returned, and paging stays within it.
 func (rq *request) clipQuery(q *store.EntityQuery) {
-	if rq.sas != nil && rq.sas.kind == serviceSAS {
-		q.Range = rq.sas.keys
+	if rq.grant == nil {
+		return
+	}
+	if r, ok := rq.grant.keyRange(); ok {
+		q.Range = r
 	}
 }
 
-// authorizeBatchWrite checks one write of a batch against the SAS: its
+// authorizeBatchWrite checks one write of a batch against the grant: its
 // table, its operation's permissions and its keys.
 func (rq *request) authorizeBatchWrite(table string, w *store.Write) error {
-	if rq.sas == nil {
+	if rq.grant == nil {
 		return nil
 	}
-	if err := rq.sas.authorize(writeOperation(w), table); err != nil {
+	if err := rq.grant.authorize(writeOperation(w), table); err != nil {
 		return err
 	}
-	return rq.sas.checkKeys(w.PartitionKey, w.RowKey)
+	return rq.grant.checkKeys(w.PartitionKey, w.RowKey)
 }
 
-// authorizeBatchRead checks the GET of a query batch against the SAS.
+// authorizeBatchRead checks the GET of a query batch against the grant.
 func (rq *request) authorizeBatchRead(t *target) error {
-	if rq.sas == nil {
+	if rq.grant == nil {
 		return nil
 	}
 	op := authQueryEntities
 	if t.kind == resEntity {
 		op = authGetEntity
 	}
-	if err := rq.sas.authorize(op, t.table); err != nil {
+	if err := rq.grant.authorize(op, t.table); err != nil {
 		return err
 	}
 	if t.kind == resEntity {
-		return rq.sas.checkKeys(t.pk, t.rk)
+		return rq.grant.checkKeys(t.pk, t.rk)
 	}
 	return nil
 }

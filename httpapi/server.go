@@ -46,6 +46,9 @@ type Config struct {
 	RequestTimeout time.Duration
 	// AccessLog writes a log line per protocol request.
 	AccessLog bool
+	// Bearer, when set, accepts bearer tokens (bearer.go); nil: they are
+	// refused as an unknown scheme.
+	Bearer *BearerConfig
 }
 
 // DefaultMaxBodyBytes is Azure's request body limit.
@@ -147,8 +150,8 @@ type request struct {
 	acct   *Account
 	query  url.Values
 	format odata.Format
-	xml    bool      // an XML operation: errors are XML too
-	sas    *sasGrant // what the request's SAS allows; nil with an account key
+	xml    bool  // an XML operation: errors are XML too
+	grant  grant // what the request's SAS or token allows; nil with an account key
 	// bodyRead is set once the whole body has been read.
 	bodyRead bool
 }
@@ -208,7 +211,7 @@ func (s *Server) handle(c echo.Context) (err error) {
 		return nil
 	}
 	rq.corsHeaders()
-	if rq.sas, err = s.authenticateRequest(rq); err != nil {
+	if rq.grant, err = s.authenticateRequest(rq); err != nil {
 		rq.fail(err)
 		return nil
 	}
@@ -388,13 +391,16 @@ func (rq *request) fail(err error) {
 	msg := ae.message
 	authDetail := ""
 	if detail != "" {
-		if errors.Is(err, errAuthFailed) {
+		if authErr := (*authError)(nil); errors.As(err, &authErr) {
 			authDetail = detail
 		} else {
 			msg = detail
 		}
 	}
 	h := rq.header()
+	if ae.status == http.StatusUnauthorized && rq.srv.cfg.Bearer != nil {
+		h.Set("WWW-Authenticate", rq.srv.cfg.Bearer.challenge())
+	}
 	if h.Get("x-ms-request-id") == "" {
 		h.Set("x-ms-request-id", rq.id)
 	}

@@ -22,6 +22,9 @@ func (rq *request) createTable() error {
 	if err := odata.ValidateTableName(name); err != nil {
 		return err
 	}
+	if err := rq.authorizeTable(authCreateTable, name); err != nil {
+		return err
+	}
 	if err := rq.srv.store.CreateTable(rq.r().Context(), rq.t.account, name); err != nil {
 		return err
 	}
