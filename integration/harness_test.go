@@ -6,11 +6,13 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
@@ -38,12 +40,18 @@ type env struct {
 	store   *store.Store
 	srv     *httpapi.Server
 	service *aztables.ServiceClient
+	// client sends raw requests; over TLS it trusts the server's
+	// certificate.
+	client *http.Client
+	// certPEM is the server's certificate when it serves TLS.
+	certPEM []byte
 
 	// what restart needs to start the same server again
-	dsn  string
-	opts store.Options
-	cfg  httpapi.Config
-	stop func()
+	dsn      string
+	opts     store.Options
+	cfg      httpapi.Config
+	tlsServe bool
+	stop     func()
 }
 
 var tableSeq atomic.Int64
@@ -68,7 +76,19 @@ func newEnvConfig(t testing.TB, opts store.Options, cfg httpapi.Config) *env {
 	if err := migrations.Up(context.Background(), dsn); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
-	return startEnv(t, dsn, opts, cfg)
+	return startEnv(t, dsn, opts, cfg, false)
+}
+
+// newTLSEnv is newEnvConfig with the server on HTTPS (a certificate of
+// its own, which e.client and e.service trust): the SDKs send bearer
+// tokens over HTTPS only.
+func newTLSEnv(t testing.TB, cfg httpapi.Config) *env {
+	t.Helper()
+	dsn := testdb.New(t)
+	if err := migrations.Up(context.Background(), dsn); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return startEnv(t, dsn, store.Options{}, cfg, true)
 }
 
 // restart stops e's server and its pool and starts a new pgtables process,
@@ -77,11 +97,12 @@ func newEnvConfig(t testing.TB, opts store.Options, cfg httpapi.Config) *env {
 func (e *env) restart() *env {
 	e.t.Helper()
 	e.stop()
-	return startEnv(e.t, e.dsn, e.opts, e.cfg)
+	return startEnv(e.t, e.dsn, e.opts, e.cfg, e.tlsServe)
 }
 
-// startEnv serves pgtables on the migrated database dsn.
-func startEnv(t testing.TB, dsn string, opts store.Options, cfg httpapi.Config) *env {
+// startEnv serves pgtables on the migrated database dsn, over TLS when
+// tlsServe is set.
+func startEnv(t testing.TB, dsn string, opts store.Options, cfg httpapi.Config, tlsServe bool) *env {
 	t.Helper()
 	ctx := context.Background()
 	pcfg, err := pgxpool.ParseConfig(dsn)
@@ -107,28 +128,38 @@ func startEnv(t testing.TB, dsn string, opts store.Options, cfg httpapi.Config) 
 	log := slog.New(slog.NewTextHandler(logTo, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	srv := httpapi.New(cfg, st, log, st.Ping)
 	srv.StartServing()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	e := &env{t: t, pool: pool, store: st, srv: srv,
+		dsn: dsn, opts: opts, cfg: cfg, tlsServe: tlsServe}
+	var closeServer func()
+	if tlsServe {
+		hts := httptest.NewUnstartedServer(srv)
+		hts.Config.ReadHeaderTimeout = 10 * time.Second
+		hts.StartTLS()
+		e.baseURL, e.client, closeServer = hts.URL, hts.Client(), hts.Close
+		e.certPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: hts.Certificate().Raw})
+	} else {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = hs.Serve(ln) }()
+		e.baseURL, closeServer = "http://"+ln.Addr().String(), func() { _ = hs.Close() }
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = hs.Serve(ln) }()
 	var once sync.Once
-	stop := func() {
+	e.stop = func() {
 		once.Do(func() {
-			_ = hs.Close()
+			closeServer()
 			pool.Close()
 		})
 	}
-	t.Cleanup(stop)
-	e := &env{t: t, baseURL: "http://" + ln.Addr().String(), pool: pool, store: st, srv: srv,
-		dsn: dsn, opts: opts, cfg: cfg, stop: stop}
+	t.Cleanup(e.stop)
 	e.svcURL = e.baseURL + "/" + httpapi.DevAccount
 	cred, err := aztables.NewSharedKeyCredential(httpapi.DevAccount, httpapi.DevKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.service, err = aztables.NewServiceClientWithSharedKey(e.svcURL, cred, clientOptions())
+	e.service, err = aztables.NewServiceClientWithSharedKey(e.svcURL, cred, e.clientOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,6 +169,24 @@ func startEnv(t testing.TB, dsn string, opts store.Options, cfg httpapi.Config) 
 // clientOptions turns off SDK retries so that a failure shows at once.
 func clientOptions() *aztables.ClientOptions {
 	return &aztables.ClientOptions{ClientOptions: azcore.ClientOptions{Retry: policy.RetryOptions{MaxRetries: -1}}}
+}
+
+// httpClient is the client for raw requests to e's server.
+func (e *env) httpClient() *http.Client {
+	if e.client == nil {
+		return http.DefaultClient
+	}
+	return e.client
+}
+
+// clientOptions are clientOptions() for e's server: over TLS, with a
+// transport that trusts its certificate.
+func (e *env) clientOptions() *aztables.ClientOptions {
+	o := clientOptions()
+	if e.tlsServe {
+		o.Transport = e.httpClient()
+	}
+	return o
 }
 
 // newTable creates a table with a unique name and returns its client.
@@ -185,7 +234,7 @@ func (e *env) do(method, path string, header map[string]string, body []byte) *ra
 			req.Header.Set(k, v)
 		}
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := e.httpClient().Do(req)
 	if err != nil {
 		e.t.Fatalf("%s %s: %v", method, path, err)
 	}

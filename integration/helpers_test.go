@@ -161,7 +161,7 @@ func (e *env) send(r rawReq) *rawResponse {
 		}
 		h.Set("Authorization", scheme+" "+account+":"+hmacSign(key, toSign))
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := e.httpClient().Do(req)
 	if err != nil {
 		e.t.Fatalf("%s %s: %v", r.method, r.path, err)
 	}

@@ -20,6 +20,19 @@ import (
 // download cache, under testdata/js.
 func TestJSInterop(t *testing.T) {
 	t.Parallel()
+	e := newEnv(t)
+	// An IP address, never "localhost": with it the SDK turns to Cosmos DB.
+	runNode(t, "interop.js",
+		"PGTABLES_ENDPOINT="+e.svcURL,
+		"PGTABLES_ACCOUNT="+httpapi.DevAccount,
+		"PGTABLES_KEY="+httpapi.DevKey)
+}
+
+// runNode runs script of testdata/js with node, its packages installed,
+// and env added to the environment; the script's checks failing fail t.
+// Without node it says so and returns, unless PGTABLES_REQUIRE_NODE is set.
+func runNode(t *testing.T, script string, env ...string) {
+	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
 		missingClient(t, "PGTABLES_REQUIRE_NODE", "node is not installed")
@@ -32,18 +45,13 @@ func TestJSInterop(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	npmCI(ctx, t, dir)
-	e := newEnv(t)
-	cmd := exec.CommandContext(ctx, node, "interop.js")
+	cmd := exec.CommandContext(ctx, node, script)
 	cmd.Dir = dir
-	// An IP address, never "localhost": with it the SDK turns to Cosmos DB.
-	cmd.Env = append(os.Environ(),
-		"PGTABLES_ENDPOINT="+e.svcURL,
-		"PGTABLES_ACCOUNT="+httpapi.DevAccount,
-		"PGTABLES_KEY="+httpapi.DevKey)
+	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
-	t.Logf("node interop.js:\n%s", out)
+	t.Logf("node %s:\n%s", script, out)
 	if err != nil {
-		t.Errorf("the JavaScript SDK checks failed: %v", err)
+		t.Errorf("the JavaScript SDK checks of %s failed: %v", script, err)
 	}
 }
 

@@ -151,7 +151,7 @@ func (o *opsEnv) connect(t testing.TB) *pgx.Conn {
 // metrics scrapes /-/metrics into "name{labels}" → value.
 func (e *env) metrics(t testing.TB) map[string]float64 {
 	t.Helper()
-	resp, err := http.Get(e.baseURL + "/-/metrics")
+	resp, err := e.httpClient().Get(e.baseURL + "/-/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -92,7 +92,7 @@ func inAnHour() string { return sasTime(time.Now().Add(time.Hour)) }
 // SAS query string, as an application given a SAS URL makes it.
 func (e *env) sasTableClient(table, query string) *aztables.Client {
 	e.t.Helper()
-	c, err := aztables.NewClientWithNoCredential(e.svcURL+"/"+table+"?"+query, clientOptions())
+	c, err := aztables.NewClientWithNoCredential(e.svcURL+"/"+table+"?"+query, e.clientOptions())
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func (e *env) sasTableClient(table, query string) *aztables.Client {
 // SAS query string.
 func (e *env) sasServiceClient(query string) *aztables.ServiceClient {
 	e.t.Helper()
-	c, err := aztables.NewServiceClientWithNoCredential(e.svcURL+"/?"+query, clientOptions())
+	c, err := aztables.NewServiceClientWithNoCredential(e.svcURL+"/?"+query, e.clientOptions())
 	if err != nil {
 		e.t.Fatal(err)
 	}

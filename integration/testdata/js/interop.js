@@ -17,6 +17,7 @@ const {
   generateAccountSas,
   odata,
 } = require("@azure/data-tables");
+const { check, expectError, run } = require("./checks.js");
 
 const endpoint = process.env.PGTABLES_ENDPOINT;
 const account = process.env.PGTABLES_ACCOUNT;
@@ -31,33 +32,6 @@ const credential = new AzureNamedKeyCredential(account, key);
 const tableName = "js" + Date.now().toString(36) + Math.floor(Math.random() * 1e6).toString(36);
 const service = new TableServiceClient(endpoint, credential, options);
 const client = new TableClient(endpoint, tableName, credential, options);
-
-let failures = 0;
-function check(ok, what, detail) {
-  if (ok) {
-    console.log("ok   " + what);
-  } else {
-    failures++;
-    console.log("FAIL " + what + (detail === undefined ? "" : ": " + JSON.stringify(detail)));
-  }
-}
-
-// expectError runs fn and checks that it throws a RestError with the given
-// status and code; it returns the error. For single-entity operations the
-// SDK leaves err.code unset and keeps the service's code in the parsed
-// body; submitTransaction sets err.code.
-async function expectError(what, status, code, fn) {
-  try {
-    await fn();
-  } catch (err) {
-    const got = err.code ?? err.response?.parsedBody?.odataError?.code;
-    check(err.statusCode === status && got === code, what + ` fails with ${status} ${code}`,
-      { statusCode: err.statusCode, code: got, message: err.message });
-    return err;
-  }
-  check(false, what + ` fails with ${status} ${code}`, "it succeeded");
-  return undefined;
-}
 
 async function exists(pk, rk) {
   try {
@@ -337,16 +311,4 @@ async function main() {
   }
 }
 
-main().then(
-  () => {
-    console.log(failures === 0 ? "all checks passed" : `${failures} checks failed`);
-    process.exit(failures === 0 ? 0 : 1);
-  },
-  (err) => {
-    console.log("FAIL unexpected error: " + (err && err.stack ? err.stack : err));
-    if (err && err.statusCode !== undefined) {
-      console.log(JSON.stringify({ statusCode: err.statusCode, code: err.code }));
-    }
-    process.exit(1);
-  },
-);
+run(main);

@@ -1,0 +1,37 @@
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/pgtables/pgtables/internal/testissuer"
+)
+
+// TestJSBearer runs testdata/js/bearer.js: the JavaScript SDK with
+// credential objects of its own, whose tokens the test issuer signed,
+// against a server over TLS that trusts the issuer. It creates a table,
+// writes, queries and runs batches as a Storage Table Data Contributor,
+// gets 403 where a Reader or an identity without a role may not go, and
+// follows the 401 challenge to the issuer's tenant. Like TestJSInterop it
+// needs Node (required in CI).
+func TestJSBearer(t *testing.T) {
+	t.Parallel()
+	e, iss := newBearerEnv(t)
+	untrusted := testissuer.New(t)
+	ca := filepath.Join(t.TempDir(), "pgtables.pem")
+	if err := os.WriteFile(ca, e.certPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tokens := map[string]string{
+		"contributor": iss.Token(t, iss.StandardClaims("js-writer", roleContributor)),
+		"reader":      iss.Token(t, iss.StandardClaims("js-reader", roleReader)),
+		"none":        iss.Token(t, iss.StandardClaims("js-nobody")),
+		"foreign":     untrusted.Token(t, untrusted.StandardClaims("js-writer", roleContributor)),
+	}
+	runNode(t, "bearer.js",
+		"NODE_EXTRA_CA_CERTS="+ca,
+		"PGTABLES_ENDPOINT="+e.svcURL,
+		"PGTABLES_TENANT="+testissuer.TenantID,
+		"PGTABLES_TOKENS="+jsonString(t, tokens))
+}
