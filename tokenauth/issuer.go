@@ -143,7 +143,7 @@ type discovery struct {
 // issuer's own (OpenID Connect Discovery §4.3), and reads its JWKS.
 func (i *issuer) fetchKeys(ctx context.Context) ([]jose.JSONWebKey, error) {
 	var d discovery
-	if err := i.getJSON(ctx, strings.TrimSuffix(i.url, "/")+"/.well-known/openid-configuration", &d); err != nil {
+	if err := i.getJSON(ctx, discoveryURL(i.url), &d); err != nil {
 		return nil, fmt.Errorf("discovery: %w", err)
 	}
 	if d.Issuer != i.url {
@@ -180,6 +180,20 @@ func (i *issuer) fetchKeys(ctx context.Context) ([]jose.JSONWebKey, error) {
 		return nil, errors.New("jwks: no usable RS256 or ES256 signing key")
 	}
 	return keys, nil
+}
+
+// discoveryURL is where issuer's discovery document is:
+// <issuer>/.well-known/openid-configuration. Microsoft Entra ID's v1.0
+// issuer (https://sts.windows.net/<tenant>/, the iss of the tokens the
+// SDKs get for https://storage.azure.com) publishes its document, which
+// names that issuer, under https://login.microsoftonline.com/<tenant>/.
+func discoveryURL(issuer string) string {
+	if rest, ok := strings.CutPrefix(issuer, "https://sts.windows.net/"); ok {
+		if tenant, _, _ := strings.Cut(rest, "/"); tenant != "" {
+			return "https://login.microsoftonline.com/" + tenant + "/.well-known/openid-configuration"
+		}
+	}
+	return strings.TrimSuffix(issuer, "/") + "/.well-known/openid-configuration"
 }
 
 // getJSON GETs a JSON document of bounded size.

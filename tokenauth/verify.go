@@ -32,6 +32,8 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rsa"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -84,7 +86,9 @@ const (
 
 // DefaultAudiences are the audiences the Azure SDKs' tokens carry: they
 // ask for the scope https://storage.azure.com/.default.
-var DefaultAudiences = []string{"https://storage.azure.com", "https://storage.azure.com/"}
+func DefaultAudiences() []string {
+	return []string{"https://storage.azure.com", "https://storage.azure.com/"}
+}
 
 // Config configures a Verifier.
 type Config struct {
@@ -92,7 +96,7 @@ type Config struct {
 	// iss (https only). Each one's discovery document is at
 	// <issuer>/.well-known/openid-configuration.
 	Issuers []string
-	// Audiences accepted in aud; empty: DefaultAudiences.
+	// Audiences accepted in aud; empty: DefaultAudiences().
 	Audiences []string
 	// Leeway allowed on exp and nbf for clocks that differ a little.
 	Leeway time.Duration
@@ -107,8 +111,11 @@ type Config struct {
 	// issuer's keys.
 	MinRefreshInterval time.Duration
 	// HTTPClient fetches discovery documents and keys; nil: a client of
-	// its own with the default transport.
+	// its own that trusts RootCAs.
 	HTTPClient *http.Client
+	// RootCAs are the certificate authorities trusted when fetching, for
+	// the client of its own; nil: the system's.
+	RootCAs *x509.CertPool
 	// Now is the clock; nil: time.Now.
 	Now func() time.Time
 }
@@ -139,7 +146,7 @@ func NewVerifier(cfg Config) (*Verifier, error) {
 		return nil, errors.New("no issuers")
 	}
 	if len(cfg.Audiences) == 0 {
-		cfg.Audiences = DefaultAudiences
+		cfg.Audiences = DefaultAudiences()
 	}
 	if cfg.Leeway <= 0 {
 		cfg.Leeway = DefaultLeeway
@@ -159,7 +166,12 @@ func NewVerifier(cfg Config) (*Verifier, error) {
 	if cfg.HTTPClient == nil {
 		// A client of our own: redirects are not followed, so that the
 		// keys come from the issuer's own host.
-		cfg.HTTPClient = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: cfg.RootCAs}
+		cfg.HTTPClient = &http.Client{
+			Transport:     tr,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

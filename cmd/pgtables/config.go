@@ -39,6 +39,18 @@ type config struct {
 	tlsCert, tlsKey   string
 	trustedProxies    string
 	pprofListen       string // "": no profiling endpoint
+
+	// Bearer tokens (OpenID Connect); off while oidcIssuers is empty.
+	oidcIssuers      string // comma-separated issuer URLs
+	oidcAudiences    string // comma-separated
+	oidcGrants       string // JSON array of grant rules, or a file holding one
+	oidcCAFile       string // PEM roots for fetching issuers' keys, besides the system's
+	oidcFetchTimeout time.Duration
+	oidcLeeway       time.Duration
+	oidcAllowHTTP    bool
+	oidcAuthzURI     string // the 401 challenge's authorization_uri; "": from the first issuer
+	// disallowSharedKey names accounts that take bearer tokens only.
+	disallowSharedKey string
 }
 
 // parseConfig reads the configuration: every setting is an environment
@@ -123,6 +135,16 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	str(&c.trustedProxies, "trusted-proxies", "PGTABLES_TRUSTED_PROXIES", "", "comma-separated CIDRs or addresses of proxies whose X-Forwarded-For/-Proto/-Host are believed")
 	str(&c.pprofListen, "pprof-listen", "PGTABLES_PPROF_LISTEN", "", "address of a separate listener serving Go's pprof profiles (e.g. 127.0.0.1:6060); empty: off")
 
+	str(&c.oidcIssuers, "oidc-issuers", "PGTABLES_OIDC_ISSUERS", "", "comma-separated https URLs of the OpenID Connect issuers whose bearer tokens are accepted; empty: no bearer tokens")
+	str(&c.oidcAudiences, "oidc-audiences", "PGTABLES_OIDC_AUDIENCES", "https://storage.azure.com,https://storage.azure.com/", "comma-separated audiences (aud) a token must name one of")
+	str(&c.oidcGrants, "oidc-grants", "PGTABLES_OIDC_GRANTS", "", "grant rules mapping token claims to permissions: a JSON array, or a file holding one; empty: Azure's built-in role names in the roles claim")
+	str(&c.oidcCAFile, "oidc-ca-file", "PGTABLES_OIDC_CA_FILE", "", "PEM file of CA certificates trusted, besides the system's, when fetching the issuers' discovery documents and keys")
+	duration(&c.oidcFetchTimeout, "oidc-fetch-timeout", "PGTABLES_OIDC_FETCH_TIMEOUT", "10s", "bound on one fetch of an issuer's discovery document or keys")
+	duration(&c.oidcLeeway, "oidc-leeway", "PGTABLES_OIDC_LEEWAY", "1m", "clock skew allowed on a token's exp and nbf")
+	boolean(&c.oidcAllowHTTP, "oidc-allow-http", "PGTABLES_OIDC_ALLOW_HTTP", "false", "accept bearer tokens on plain-http requests (the SDKs send them over https only)")
+	str(&c.oidcAuthzURI, "oidc-authorization-uri", "PGTABLES_OIDC_AUTHORIZATION_URI", "", "authorization_uri of the 401 challenge; empty: derived from the first issuer")
+	str(&c.disallowSharedKey, "disallow-shared-key", "PGTABLES_DISALLOW_SHARED_KEY", "", "comma-separated accounts that refuse Shared Key and SAS and take bearer tokens only")
+
 	if err := fs.Parse(args); err != nil {
 		return nil, nil, err
 	}
@@ -136,6 +158,9 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	})
 	if (c.tlsCert == "") != (c.tlsKey == "") {
 		errs = append(errs, errors.New("tls-cert and tls-key go together"))
+	}
+	if c.oidcIssuers == "" && (c.oidcGrants != "" || c.disallowSharedKey != "" || c.oidcAuthzURI != "") {
+		errs = append(errs, errors.New("oidc-grants, oidc-authorization-uri and disallow-shared-key need oidc-issuers"))
 	}
 	if len(errs) > 0 {
 		return nil, nil, errors.Join(errs...)

@@ -224,3 +224,52 @@ func TestPurgeGraceOutlastsRequests(t *testing.T) {
 		}
 	}
 }
+
+func TestParseConfigBearer(t *testing.T) {
+	t.Parallel()
+	c, _, err := parseConfig("x", nil, env(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := bearerConfig(c); b != nil || err != nil {
+		t.Fatalf("without issuers: %v, %v", b, err)
+	}
+	if c.oidcAudiences != "https://storage.azure.com,https://storage.azure.com/" || c.oidcLeeway != time.Minute || c.oidcFetchTimeout != 10*time.Second || c.oidcAllowHTTP {
+		t.Errorf("defaults: %+v", c)
+	}
+	c, _, err = parseConfig("x", []string{"-oidc-allow-http"}, env(map[string]string{
+		"PGTABLES_OIDC_ISSUERS":        "https://login.microsoftonline.com/72f988bf-86f1-41af-91ab-2d7cd011db47/v2.0, https://keycloak.example.com/realms/apps",
+		"PGTABLES_OIDC_GRANTS":         `[{"claim":"oid","value":"x","account":"*","permissions":["read"]}]`,
+		"PGTABLES_DISALLOW_SHARED_KEY": "devstoreaccount1",
+	}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := bearerConfig(c)
+	if err != nil || b == nil || !b.AllowHTTP || len(b.Verifier.Issuers()) != 2 {
+		t.Fatalf("bearer configuration: %+v, %v", b, err)
+	}
+	for _, bad := range []map[string]string{
+		{"PGTABLES_OIDC_GRANTS": `[{"claim":"oid","value":"x","account":"*","permissions":["read"]}]`},
+		{"PGTABLES_DISALLOW_SHARED_KEY": "devstoreaccount1"},
+		{"PGTABLES_OIDC_LEEWAY": "a while"},
+		{"PGTABLES_OIDC_ALLOW_HTTP": "maybe"},
+	} {
+		if _, _, err := parseConfig("x", nil, env(bad), io.Discard); err == nil {
+			t.Errorf("accepted %v", bad)
+		}
+	}
+	for _, bad := range []map[string]string{
+		{"PGTABLES_OIDC_ISSUERS": "http://idp.example.com"},
+		{"PGTABLES_OIDC_ISSUERS": "https://idp.example.com", "PGTABLES_OIDC_GRANTS": `[{"claim":"oid"}]`},
+		{"PGTABLES_OIDC_ISSUERS": "https://idp.example.com", "PGTABLES_OIDC_CA_FILE": "/nonexistent/ca.pem"},
+	} {
+		c, _, err := parseConfig("x", nil, env(bad), io.Discard)
+		if err == nil {
+			_, err = bearerConfig(c)
+		}
+		if err == nil {
+			t.Errorf("accepted %v", bad)
+		}
+	}
+}

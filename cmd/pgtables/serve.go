@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +20,7 @@ import (
 	"github.com/pgtables/pgtables/httpapi"
 	"github.com/pgtables/pgtables/migrations"
 	"github.com/pgtables/pgtables/store"
+	"github.com/pgtables/pgtables/tokenauth"
 )
 
 // defaultConnectTimeout bounds opening a database connection when the
@@ -55,6 +58,16 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("trusted-proxies: %w", err)
 	}
+	bearer, err := bearerConfig(cfg)
+	if err != nil {
+		return err
+	}
+	if bearer != nil {
+		if err := accounts.RefuseSharedKey(commaList(cfg.disallowSharedKey)); err != nil {
+			return fmt.Errorf("disallow-shared-key: %w", err)
+		}
+		log.Info("bearer tokens accepted", "issuers", bearer.Verifier.Issuers(), "allow_http", bearer.AllowHTTP)
+	}
 	var tlsCfg *tls.Config
 	if cfg.tlsCert != "" {
 		cert, err := tls.LoadX509KeyPair(cfg.tlsCert, cfg.tlsKey)
@@ -85,12 +98,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 	defer pool.Close()
 	st := store.NewWithOptions(pool, store.Options{Combine: cfg.dbCombine})
 
-	var domains []string
-	for _, d := range strings.Split(cfg.serviceDomains, ",") {
-		if d = strings.TrimSpace(d); d != "" {
-			domains = append(domains, d)
-		}
-	}
+	domains := commaList(cfg.serviceDomains)
 	var migrated atomic.Bool
 	srv := httpapi.New(httpapi.Config{
 		Accounts:              accounts,
@@ -101,6 +109,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		MaxConcurrentRequests: cfg.maxConcurrent,
 		RequestTimeout:        cfg.requestTimeout,
 		AccessLog:             cfg.accessLog,
+		Bearer:                bearer,
 	}, st, log, func(ctx context.Context) error {
 		if !migrated.Load() {
 			return errors.New("database not migrated yet")
@@ -209,6 +218,58 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 	pool.Close()
 	log.Info("stopped")
 	return nil
+}
+
+// commaList splits a comma-separated setting into its trimmed, non-empty
+// elements.
+func commaList(s string) []string {
+	var out []string
+	for _, e := range strings.Split(s, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// bearerConfig is the configuration of bearer tokens; nil when no issuer
+// is configured.
+func bearerConfig(cfg *config) (*httpapi.BearerConfig, error) {
+	issuers := commaList(cfg.oidcIssuers)
+	if len(issuers) == 0 {
+		return nil, nil
+	}
+	tc := tokenauth.Config{
+		Issuers:      issuers,
+		Audiences:    commaList(cfg.oidcAudiences),
+		Leeway:       cfg.oidcLeeway,
+		FetchTimeout: cfg.oidcFetchTimeout,
+	}
+	if cfg.oidcCAFile != "" {
+		pemBytes, err := os.ReadFile(cfg.oidcCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("oidc-ca-file: %w", err)
+		}
+		if tc.RootCAs, err = x509.SystemCertPool(); err != nil {
+			tc.RootCAs = x509.NewCertPool()
+		}
+		if !tc.RootCAs.AppendCertsFromPEM(pemBytes) {
+			return nil, fmt.Errorf("oidc-ca-file: no PEM certificate in %s", cfg.oidcCAFile)
+		}
+	}
+	v, err := tokenauth.NewVerifier(tc)
+	if err != nil {
+		return nil, fmt.Errorf("oidc-issuers: %w", err)
+	}
+	rules, err := tokenauth.ParseRules(cfg.oidcGrants)
+	if err != nil {
+		return nil, fmt.Errorf("oidc-grants: %w", err)
+	}
+	m, err := tokenauth.NewMapper(rules)
+	if err != nil {
+		return nil, fmt.Errorf("oidc-grants: %w", err)
+	}
+	return &httpapi.BearerConfig{Verifier: v, Mapper: m, AllowHTTP: cfg.oidcAllowHTTP, AuthorizationURI: cfg.oidcAuthzURI}, nil
 }
 
 // ping is the readiness check of the database. A pool whose connections

@@ -16,9 +16,9 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
-	"fmt"
 	"io"
 	"log"
 	"net/http"
@@ -108,8 +108,6 @@ func (iss *Issuer) CertPEM() []byte {
 // JWKSFetches counts the fetches of the JWKS so far.
 func (iss *Issuer) JWKSFetches() int64 { return iss.jwksFetch.Load() }
 
-var keySeq atomic.Int64
-
 // NewKey makes a key for alg (RS256 or ES256), not yet published.
 func (iss *Issuer) NewKey(t testing.TB, alg string) *Key {
 	t.Helper()
@@ -126,7 +124,9 @@ func (iss *Issuer) NewKey(t testing.TB, alg string) *Key {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Key{ID: fmt.Sprintf("key%d", keySeq.Add(1)), Alg: alg, key: signer}
+	var id [8]byte
+	_, _ = rand.Read(id[:])
+	return &Key{ID: hex.EncodeToString(id[:]), Alg: alg, key: signer}
 }
 
 // Publish adds k to the JWKS.
