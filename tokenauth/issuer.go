@@ -29,8 +29,7 @@ type issuer struct {
 	url string
 	cfg *Config
 
-	// fetch serialises fetches: requests that find a kid unknown at once
-	// (a rotation) wait for one fetch rather than each make their own.
+	// fetch is held by the one fetch at a time (refreshLocked).
 	fetch sync.Mutex
 
 	mu        sync.RWMutex
@@ -44,30 +43,38 @@ type issuer struct {
 func newIssuer(u string, cfg *Config) *issuer { return &issuer{url: u, cfg: cfg} }
 
 // keysFor returns the issuer's keys with the given kid (all keys when kid
-// is empty). It fetches the keys when none are known, when they are older
-// than the refresh interval, or when kid is not among them, but never
-// more often than the minimum refresh interval: a token with an unknown
-// kid waits for the interval to pass rather than fail, so that a key the
-// issuer has just started to sign with is learnt without refusing
-// anyone, while made-up kids cost the issuer at most one fetch an
-// interval.
+// is empty). Keys older than the refresh interval are still used while a
+// fetch of new ones runs in the background. A kid not among the keys (or
+// no keys at all) makes the request fetch them, but never more often than
+// the minimum refresh interval: such a request waits for the interval to
+// pass rather than fail, so that a key the issuer has just started to sign
+// with is learnt without refusing anyone, while made-up kids cost the
+// issuer at most one fetch an interval.
 func (i *issuer) keysFor(ctx context.Context, kid string) ([]jose.JSONWebKey, error) {
-	now := i.cfg.Now()
 	i.mu.RLock()
 	keys, gen, fetched := i.keys, i.gen, i.fetched
 	i.mu.RUnlock()
-	found := match(keys, kid)
-	stale := fetched.IsZero() || now.Sub(fetched) > i.cfg.RefreshInterval
-	if len(found) > 0 && !stale {
+	if found := match(keys, kid); len(found) > 0 {
+		if i.cfg.Now().Sub(fetched) > i.cfg.RefreshInterval && i.fetch.TryLock() {
+			// One refresh at a time; the fetch is bounded by the fetch
+			// timeout and ends with it.
+			go func() {
+				defer i.fetch.Unlock()
+				_ = i.refreshLocked(context.WithoutCancel(ctx), gen, false)
+			}()
+		}
 		return found, nil
 	}
-	if err := i.refresh(ctx, gen, len(found) == 0); err != nil {
+	i.fetch.Lock()
+	err := i.refreshLocked(ctx, gen, true)
+	i.fetch.Unlock()
+	if err != nil {
 		return nil, err
 	}
 	i.mu.RLock()
 	keys, lastErr := i.keys, i.lastErr
 	i.mu.RUnlock()
-	if found = match(keys, kid); len(found) > 0 {
+	if found := match(keys, kid); len(found) > 0 {
 		return found, nil
 	}
 	if len(keys) == 0 && lastErr != nil {
@@ -76,15 +83,15 @@ func (i *issuer) keysFor(ctx context.Context, kid string) ([]jose.JSONWebKey, er
 	return nil, fmt.Errorf("%w: the issuer has no key with kid %q", ErrUnknownKey, kid)
 }
 
-// refresh fetches the keys unless a fetch happened since the caller saw
-// generation seen. When the last fetch was more recent than the minimum
-// refresh interval it waits for the interval to end if wait is set (an
-// unknown kid), else it does nothing (keys merely old). Keys fetched
-// earlier stay in use when a fetch fails. It fails only when ctx ends
-// while it waits.
-func (i *issuer) refresh(ctx context.Context, seen uint64, wait bool) error {
-	i.fetch.Lock()
-	defer i.fetch.Unlock()
+// refreshLocked fetches the keys unless a fetch happened since the caller
+// saw generation seen. When the last fetch was more recent than the
+// minimum refresh interval it waits for the interval to end if wait is set
+// (an unknown kid), else it does nothing. Keys fetched earlier stay in use
+// when a fetch fails. It fails only when ctx ends while it waits. The
+// caller holds i.fetch, which serialises fetches: requests that find a kid
+// unknown at once (a rotation) wait for one fetch rather than each make
+// their own.
+func (i *issuer) refreshLocked(ctx context.Context, seen uint64, wait bool) error {
 	i.mu.RLock()
 	gen, attempted := i.gen, i.attempted
 	i.mu.RUnlock()

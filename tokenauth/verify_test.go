@@ -235,3 +235,37 @@ func FuzzVerify(f *testing.F) {
 		}
 	})
 }
+
+// TestVerifyRefreshesOldKeysInTheBackground: keys older than the refresh
+// interval still verify while new ones are fetched; once fetched, a key
+// the issuer retired no longer does.
+func TestVerifyRefreshesOldKeysInTheBackground(t *testing.T) {
+	t.Parallel()
+	iss := testissuer.New(t)
+	v := newVerifier(t, iss, func(c *tokenauth.Config) { c.RefreshInterval = time.Nanosecond })
+	token := iss.Token(t, iss.StandardClaims("a"))
+	if _, err := v.Verify(context.Background(), token); err != nil {
+		t.Fatal(err)
+	}
+	next := iss.NewKey(t, "RS256")
+	iss.Publish(next)
+	iss.Retire(iss.SigningKey())
+	iss.SignWith(next)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := v.Verify(context.Background(), token)
+		if errors.Is(err, tokenauth.ErrUnknownKey) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("before the background fetch: %v", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the retired key still verifies: the keys were not fetched again")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, err := v.Verify(context.Background(), iss.Token(t, iss.StandardClaims("a"))); err != nil {
+		t.Fatalf("the new key: %v", err)
+	}
+}
