@@ -3,6 +3,8 @@ package tokenauth_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -201,6 +203,24 @@ func TestVerifyIssuerUnreachable(t *testing.T) {
 	}
 	// The default client does not trust the test issuer's certificate.
 	if _, err := v.Verify(context.Background(), token); !errors.Is(err, tokenauth.ErrUnavailable) {
+		t.Fatalf("got %v, want ErrUnavailable", err)
+	}
+}
+
+// TestVerifyIssuerHangs: an issuer that never answers costs a request the
+// fetch timeout, not more, and the answer is ErrUnavailable.
+func TestVerifyIssuerHangs(t *testing.T) {
+	t.Parallel()
+	hang := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+	t.Cleanup(hang.Close)
+	iss := testissuer.New(t)
+	claims := iss.StandardClaims("a")
+	claims["iss"] = hang.URL
+	v, err := tokenauth.NewVerifier(tokenauth.Config{Issuers: []string{hang.URL}, HTTPClient: hang.Client(), FetchTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := v.Verify(context.Background(), iss.Token(t, claims)); !errors.Is(err, tokenauth.ErrUnavailable) {
 		t.Fatalf("got %v, want ErrUnavailable", err)
 	}
 }
