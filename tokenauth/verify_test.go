@@ -104,6 +104,45 @@ func TestVerifyRefusesBadTokens(t *testing.T) {
 	}
 }
 
+// TestVerifyIgnoresKeysItMayNotUse: a JWKS may hold keys for other
+// purposes; a symmetric key, a key for encryption and a key for another
+// algorithm never verify a token, whatever its header says.
+func TestVerifyIgnoresKeysItMayNotUse(t *testing.T) {
+	t.Parallel()
+	iss := testissuer.New(t)
+	v := newVerifier(t, iss, nil)
+	claims := iss.StandardClaims("mallory")
+	secret := iss.NewKey(t, "RS256")
+	iss.PublishRaw(map[string]any{"kty": "oct", "kid": secret.ID, "k": "c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LXNlY3JldA"})
+	enc := iss.NewKey(t, "RS256")
+	encJWK := enc.PublicJWK()
+	encJWK.Use = "enc"
+	iss.PublishRaw(encJWK)
+	es := iss.NewKey(t, "ES256")
+	esJWK := es.PublicJWK()
+	esJWK.Algorithm = "ES384"
+	iss.PublishRaw(esJWK)
+	for _, tc := range []struct {
+		name  string
+		token string
+		want  error
+	}{
+		{"RS256 naming a symmetric key", testissuer.Sign(t, secret, map[string]any{"alg": "RS256", "kid": secret.ID}, claims), tokenauth.ErrUnknownKey},
+		{"HS256 naming a symmetric key", testissuer.HMACWithPublicKey(t, secret, claims), tokenauth.ErrAlgorithm},
+		{"a key for encryption", testissuer.Sign(t, enc, map[string]any{"alg": "RS256", "kid": enc.ID}, claims), tokenauth.ErrUnknownKey},
+		{"a key for another algorithm", testissuer.Sign(t, es, map[string]any{"alg": "ES256", "kid": es.ID}, claims), tokenauth.ErrUnknownKey},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := v.Verify(context.Background(), tc.token); !errors.Is(err, tc.want) {
+				t.Fatalf("got %v, want %v", err, tc.want)
+			}
+		})
+	}
+	if _, err := v.Verify(context.Background(), iss.Token(t, claims)); err != nil {
+		t.Fatalf("the issuer's signing key beside them: %v", err)
+	}
+}
+
 // TestVerifyLeeway: exp and nbf count with the configured leeway.
 func TestVerifyLeeway(t *testing.T) {
 	t.Parallel()

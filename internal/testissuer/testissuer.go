@@ -45,6 +45,7 @@ type Issuer struct {
 
 	mu        sync.Mutex
 	keys      []*Key // published in the JWKS
+	raw       []any  // published in the JWKS as they are (PublishRaw)
 	signing   *Key   // signs new tokens
 	jwksFetch atomic.Int64
 }
@@ -73,12 +74,12 @@ func New(t testing.TB) *Issuer {
 	mux.HandleFunc("/"+TenantID+"/discovery/v2.0/keys", func(w http.ResponseWriter, r *http.Request) {
 		iss.jwksFetch.Add(1)
 		iss.mu.Lock()
-		set := jose.JSONWebKeySet{}
+		keys := append([]any(nil), iss.raw...)
 		for _, k := range iss.keys {
-			set.Keys = append(set.Keys, jose.JSONWebKey{Key: k.key.Public(), KeyID: k.ID, Algorithm: k.Alg, Use: "sig"})
+			keys = append(keys, k.PublicJWK())
 		}
 		iss.mu.Unlock()
-		writeJSON(w, set)
+		writeJSON(w, map[string]any{"keys": keys})
 	})
 	iss.server = httptest.NewUnstartedServer(mux)
 	// Clients that do not trust the certificate are part of the tests.
@@ -134,6 +135,19 @@ func (iss *Issuer) Publish(k *Key) {
 	iss.mu.Lock()
 	defer iss.mu.Unlock()
 	iss.keys = append(iss.keys, k)
+}
+
+// PublishRaw adds jwk, any JSON value, to the JWKS as it is: keys of
+// other types and uses than a resource server may use.
+func (iss *Issuer) PublishRaw(jwk any) {
+	iss.mu.Lock()
+	defer iss.mu.Unlock()
+	iss.raw = append(iss.raw, jwk)
+}
+
+// PublicJWK is k's public key as the JWKS publishes it.
+func (k *Key) PublicJWK() jose.JSONWebKey {
+	return jose.JSONWebKey{Key: k.key.Public(), KeyID: k.ID, Algorithm: k.Alg, Use: "sig"}
 }
 
 // Retire removes k from the JWKS.
