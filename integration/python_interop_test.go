@@ -29,6 +29,20 @@ import (
 // and passes, unless PGTABLES_REQUIRE_PYTHON is set.
 func TestPythonInterop(t *testing.T) {
 	t.Parallel()
+	e := newEnv(t)
+	// An IP address, never "localhost": with it some SDKs turn to Cosmos DB.
+	runPython(t, "interop.py",
+		"PGTABLES_ENDPOINT="+e.svcURL,
+		"PGTABLES_ACCOUNT="+httpapi.DevAccount,
+		"PGTABLES_KEY="+httpapi.DevKey)
+}
+
+// runPython runs script of testdata/python with env added to the
+// environment; the script's checks failing fail t. Without a Python that
+// can import azure.data.tables it says so and returns, unless
+// PGTABLES_REQUIRE_PYTHON is set.
+func runPython(t *testing.T, script string, env ...string) {
+	t.Helper()
 	python := findPython()
 	if python == "" {
 		missingClient(t, "PGTABLES_REQUIRE_PYTHON", "no Python that can import azure.data.tables was found (set PGTABLES_PYTHON)")
@@ -38,26 +52,19 @@ func TestPythonInterop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := newEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	start := time.Now()
-	cmd := exec.CommandContext(ctx, python, "interop.py")
+	cmd := exec.CommandContext(ctx, python, script)
 	cmd.Dir = dir
-	// An IP address, never "localhost": with it some SDKs turn to Cosmos DB.
-	cmd.Env = append(os.Environ(),
-		"PGTABLES_ENDPOINT="+e.svcURL,
-		"PGTABLES_ACCOUNT="+httpapi.DevAccount,
-		"PGTABLES_KEY="+httpapi.DevKey,
-		"PYTHONDONTWRITEBYTECODE=1",
-		"PYTHONIOENCODING=utf-8",
-		"PYTHONUNBUFFERED=1")
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(cmd.Env, "PYTHONDONTWRITEBYTECODE=1", "PYTHONIOENCODING=utf-8", "PYTHONUNBUFFERED=1")
 	out, err := cmd.CombinedOutput()
-	t.Logf("%s interop.py (%v):\n%s", python, time.Since(start).Round(time.Millisecond), out)
+	t.Logf("%s %s (%v):\n%s", python, script, time.Since(start).Round(time.Millisecond), out)
 	if ctx.Err() != nil {
-		t.Errorf("the Python SDK checks did not finish in time: %v", ctx.Err())
+		t.Errorf("the Python SDK checks of %s did not finish in time: %v", script, ctx.Err())
 	} else if err != nil {
-		t.Errorf("the Python SDK checks failed: %v", err)
+		t.Errorf("the Python SDK checks of %s failed: %v", script, err)
 	}
 }
 

@@ -5,7 +5,7 @@
 // write; an identity without a role may do nothing; and a credential whose
 // first token the server does not trust learns the tenant from the 401
 // challenge and gets a good token for it. Started by
-// integration/js_bearer_test.go, which passes the tokens (signed by its
+// integration/sdk_bearer_test.go, which passes the tokens (signed by its
 // issuer) in the environment and the server's certificate in
 // NODE_EXTRA_CA_CERTS: the SDK sends tokens over https only.
 "use strict";
