@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pgtables/pgtables/console"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgtables/pgtables/httpapi"
@@ -92,6 +94,10 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		}
 	}
 	var migrated atomic.Bool
+	var consoleHandler http.Handler
+	if cfg.console {
+		consoleHandler = console.Handler()
+	}
 	srv := httpapi.New(httpapi.Config{
 		Accounts:              accounts,
 		ServiceDomains:        domains,
@@ -101,6 +107,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		MaxConcurrentRequests: cfg.maxConcurrent,
 		RequestTimeout:        cfg.requestTimeout,
 		AccessLog:             cfg.accessLog,
+		Console:               consoleHandler,
 	}, st, log, func(ctx context.Context) error {
 		if !migrated.Load() {
 			return errors.New("database not migrated yet")
