@@ -37,24 +37,27 @@ func Handler() http.Handler {
 	}
 	files := http.FileServerFS(root)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
-			return
-		}
 		h := w.Header()
 		h.Set("Content-Security-Policy", contentSecurityPolicy)
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Referrer-Policy", "no-referrer")
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			h.Set("Allow", "GET, HEAD")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
 		// The assets change with the binary; revalidating is cheap
 		// (Last-Modified is the build's, ETag-less) and keeps an upgraded
 		// server from running an old page.
 		h.Set("Cache-Control", "no-cache")
-		// Views live in the URL's fragment, so only the files exist.
+		// Views live in the URL's fragment, so only the files exist; no
+		// directory is listed.
 		p := path.Clean("/" + r.URL.Path)
-		if _, err := fs.Stat(root, strings.TrimPrefix(p, "/")); p != "/" && err != nil {
-			http.NotFound(w, r)
-			return
+		if p != "/" {
+			if st, err := fs.Stat(root, strings.TrimPrefix(p, "/")); err != nil || st.IsDir() {
+				http.NotFound(w, r)
+				return
+			}
 		}
 		files.ServeHTTP(w, r)
 	})
