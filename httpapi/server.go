@@ -46,6 +46,9 @@ type Config struct {
 	RequestTimeout time.Duration
 	// AccessLog writes a log line per protocol request.
 	AccessLog bool
+	// Console, when set, is served at /-/console/ (package console); it
+	// sees paths relative to that root.
+	Console http.Handler
 	// Bearer, when set, accepts bearer tokens (bearer.go); nil: they are
 	// refused as an unknown scheme.
 	Bearer *BearerConfig
@@ -99,6 +102,14 @@ func New(cfg Config, st *store.Store, log *slog.Logger, ready func(context.Conte
 	e.GET("/-/healthy", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
 	e.GET("/-/ready", s.handleReady)
 	e.GET("/-/metrics", s.handleMetrics)
+	if cfg.Console != nil {
+		toRoot := func(c echo.Context) error { return c.Redirect(http.StatusMovedPermanently, "/-/console/") }
+		e.GET("/-/console", toRoot)
+		e.HEAD("/-/console", toRoot)
+		console := echo.WrapHandler(http.StripPrefix("/-/console", cfg.Console))
+		e.GET("/-/console/*", console)
+		e.HEAD("/-/console/*", console)
+	}
 	e.Any("/*", s.handle)
 	e.Add("MERGE", "/*", s.handle)
 	e.Any("/", s.handle)

@@ -39,6 +39,7 @@ type config struct {
 	tlsCert, tlsKey   string
 	trustedProxies    string
 	pprofListen       string // "": no profiling endpoint
+	console           bool   // serve the web console at /-/console/
 
 	// Bearer tokens (OpenID Connect); off while oidcIssuers is empty.
 	oidcIssuers      string // comma-separated issuer URLs
@@ -116,6 +117,7 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	str(&c.logLevel, "log-level", "PGTABLES_LOG_LEVEL", "info", "debug, info, warn or error")
 	str(&c.logFormat, "log-format", "PGTABLES_LOG_FORMAT", "json", "json or text")
 	boolean(&c.accessLog, "access-log", "PGTABLES_ACCESS_LOG", "true", "log a line per request (at info; 5xx at warn)")
+	boolean(&c.console, "console", "PGTABLES_CONSOLE", "true", "serve the web console at /-/console/")
 	integer(&c.dbMaxConns, "db-max-conns", "PGTABLES_DB_MAX_CONNS", "20", 1, "maximum database connections")
 	integer(&c.dbCombine, "db-combine", "PGTABLES_DB_COMBINE", "0", 0, "round trips of point reads, and of single-entity writes, in flight before further ones share them; 0: one per 16 connections, at least one")
 	integer(&c.citusShards, "citus-shard-count", "PGTABLES_CITUS_SHARD_COUNT", "0", 0, "on Citus, the shards of entities when the migration distributes it; 0: the server's citus.shard_count if configured, else 4 per worker, at least 8")

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pgtables/pgtables/console"
+
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgtables/pgtables/httpapi"
@@ -100,6 +102,10 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 
 	domains := commaList(cfg.serviceDomains)
 	var migrated atomic.Bool
+	var consoleHandler http.Handler
+	if cfg.console {
+		consoleHandler = console.Handler()
+	}
 	srv := httpapi.New(httpapi.Config{
 		Accounts:              accounts,
 		ServiceDomains:        domains,
@@ -109,6 +115,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		MaxConcurrentRequests: cfg.maxConcurrent,
 		RequestTimeout:        cfg.requestTimeout,
 		AccessLog:             cfg.accessLog,
+		Console:               consoleHandler,
 		Bearer:                bearer,
 	}, st, log, func(ctx context.Context) error {
 		if !migrated.Load() {

@@ -1,0 +1,830 @@
+// The console's views: accounts, tables, entities (grid, query builder,
+// editor, import and export), service properties and the SAS generator.
+// Views are chosen by the URL's fragment (#/tables, #/t/<table>, ...).
+
+import { Client, ServiceError, parseConnectionString, parseSASURL, makeSAS } from './client.js';
+import * as edm from './edm.js';
+import { toCSV, parseCSV } from './csv.js';
+
+// ---- small DOM helpers ----
+
+const PROPS = new Set(['value', 'checked', 'disabled', 'selected', 'readOnly', 'hidden', 'multiple']);
+
+/** h creates an element; attributes starting with "on" are listeners. */
+function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+    else if (PROPS.has(k)) el[k] = v;
+    else el.setAttribute(k, v === true ? '' : v);
+  }
+  for (const c of children.flat(Infinity)) {
+    if (c !== null && c !== undefined && c !== false) el.append(c instanceof Node ? c : String(c));
+  }
+  return el;
+}
+
+const $ = (sel, root = document) => root.querySelector(sel);
+
+function option(value, label, selected) {
+  return h('option', { value, selected: !!selected }, label ?? value);
+}
+
+function show(text, isError) {
+  const m = $('#message');
+  m.textContent = text;
+  m.className = isError ? 'error' : '';
+  m.hidden = !text;
+}
+
+/** describe writes an error as the service gave it: status, code, message. */
+function describe(err) {
+  if (err instanceof ServiceError) return `${err.status} ${err.code}: ${err.message}`.replace(/ : /, ': ');
+  return err && err.message ? err.message : String(err);
+}
+
+function fail(err) {
+  show(describe(err), true);
+}
+
+/** busy runs fn with button disabled, reporting its error. */
+async function busy(button, fn) {
+  if (button) button.disabled = true;
+  try {
+    await fn();
+  } catch (err) {
+    fail(err);
+  } finally {
+    if (button) button.disabled = false;
+  }
+}
+
+/** confirmDialog asks a question and resolves to true on OK. */
+function confirmDialog(text, okLabel) {
+  return new Promise((resolve) => {
+    const d = h('dialog', { id: 'confirm', 'aria-label': 'Confirm' },
+      h('p', {}, text),
+      h('div', { class: 'row' },
+        h('button', { type: 'button', id: 'confirm-ok', class: 'danger', onclick: () => { d.close(); resolve(true); } }, okLabel || 'OK'),
+        h('button', { type: 'button', id: 'confirm-cancel', onclick: () => d.close() }, 'Cancel')));
+    d.addEventListener('close', () => { d.remove(); resolve(false); });
+    document.body.append(d);
+    d.showModal();
+  });
+}
+
+function download(name, type, text) {
+  const a = h('a', { href: URL.createObjectURL(new Blob([text], { type })), download: name });
+  document.body.append(a);
+  a.click();
+  setTimeout(() => { URL.revokeObjectURL(a.href); a.remove(); }, 1000);
+}
+
+// ---- accounts ----
+
+// Keys stay in the tab (sessionStorage) unless the user asks to remember
+// them on the device (localStorage).
+const STORE_KEY = 'pgtables.console.accounts';
+
+function loadAccounts() {
+  const read = (s) => { try { return JSON.parse(s.getItem(STORE_KEY) || '[]'); } catch { return []; } };
+  const byId = new Map();
+  for (const a of [...read(localStorage), ...read(sessionStorage)]) byId.set(accountId(a), a);
+  return [...byId.values()];
+}
+
+function saveAccounts() {
+  sessionStorage.setItem(STORE_KEY, JSON.stringify(state.accounts.filter((a) => !a.remember)));
+  localStorage.setItem(STORE_KEY, JSON.stringify(state.accounts.filter((a) => a.remember)));
+}
+
+function accountId(a) {
+  return a.name + ' @ ' + a.endpoint + (a.sas ? ' (SAS' + (a.table ? ': ' + a.table : '') + ')' : '');
+}
+
+const state = {
+  accounts: loadAccounts(),
+  current: sessionStorage.getItem('pgtables.console.current') || '',
+  client: null,
+};
+
+function currentAccount() {
+  return state.accounts.find((a) => accountId(a) === state.current) || state.accounts[0] || null;
+}
+
+function useAccount(a) {
+  state.current = a ? accountId(a) : '';
+  sessionStorage.setItem('pgtables.console.current', state.current);
+  state.client = a ? new Client(a) : null;
+  renderAccountPicker();
+}
+
+function renderAccountPicker() {
+  const sel = $('#account');
+  const cur = currentAccount();
+  sel.replaceChildren(...state.accounts.map((a) => option(accountId(a), accountId(a), a === cur)));
+  sel.disabled = state.accounts.length === 0;
+  $('#sign-out').disabled = !cur;
+}
+
+async function addAccount(a, remember) {
+  a.remember = !!remember;
+  const c = new Client(a);
+  // Prove the credentials before keeping them: a wrong key shows the
+  // service's own 403 here.
+  if (a.table) await c.queryEntities(a.table, { top: 1 });
+  else await c.listTables({ top: 1 });
+  state.accounts = state.accounts.filter((x) => accountId(x) !== accountId(a));
+  state.accounts.push(a);
+  saveAccounts();
+  useAccount(a);
+}
+
+function signOut() {
+  const cur = currentAccount();
+  if (!cur) return;
+  state.accounts = state.accounts.filter((a) => a !== cur);
+  saveAccounts();
+  useAccount(state.accounts[0] || null);
+  show('Signed out of ' + accountId(cur) + '; its key is forgotten.');
+  go(state.accounts.length ? '#/tables' : '#/signin');
+}
+
+// go shows the view of hash, also when it is already the current one.
+function go(hash) {
+  if (location.hash === hash) route();
+  else location.hash = hash;
+}
+
+// ---- views ----
+
+const views = {
+  signin: viewSignIn,
+  tables: viewTables,
+  t: viewEntities,
+  service: viewService,
+  sas: viewSAS,
+};
+
+function route() {
+  const [, name = '', ...rest] = location.hash.replace(/^#/, '').split('/');
+  let view = views[name] ? name : 'tables';
+  if (!currentAccount() && view !== 'signin') view = 'signin';
+  if (!state.client && currentAccount()) useAccount(currentAccount());
+  for (const a of document.querySelectorAll('#nav a')) {
+    if (a.id === 'nav-' + view || (view === 't' && a.id === 'nav-tables')) a.setAttribute('aria-current', 'page');
+    else a.removeAttribute('aria-current');
+  }
+  // Each render gets a box of its own: a view still loading when the
+  // user moves on writes into a box no longer shown.
+  const box = h('div', { class: 'view-' + view });
+  $('#view').replaceChildren(box);
+  const arg = rest.map(decodeURIComponent).join('/');
+  Promise.resolve(views[view](box, arg)).catch((err) => { if (box.isConnected) fail(err); });
+}
+
+// Sign in: a connection string, an account name and key, or a SAS URL.
+function viewSignIn(main) {
+  const remember = () => h('label', {}, h('input', { type: 'checkbox', name: 'remember' }), 'Remember on this device');
+  const submit = (form, parse) => async (ev) => {
+    ev.preventDefault();
+    const btn = form.querySelector('button');
+    await busy(btn, async () => {
+      await addAccount(parse(), form.querySelector('[name=remember]').checked);
+      show('Signed in to ' + state.current + '.');
+      go('#/tables');
+    });
+  };
+  const cs = h('form', { id: 'signin-cs', class: 'stack' },
+    h('fieldset', {}, h('legend', {}, 'Connection string'),
+      h('label', {}, 'Connection string', h('textarea', { id: 'cs', name: 'cs', rows: 3, autocomplete: 'off', spellcheck: 'false' })),
+      remember(), h('div', {}, h('button', { type: 'submit', class: 'primary' }, 'Sign in'))));
+  cs.addEventListener('submit', submit(cs, () => parseConnectionString($('#cs').value.trim(), location.origin)));
+  const key = h('form', { id: 'signin-key', class: 'stack' },
+    h('fieldset', {}, h('legend', {}, 'Account name and key'),
+      h('label', {}, 'Account name', h('input', { id: 'key-name', name: 'name', value: 'devstoreaccount1', autocomplete: 'off' })),
+      h('label', {}, 'Account key', h('input', { id: 'key-key', name: 'key', type: 'password', autocomplete: 'off' })),
+      h('label', {}, 'Endpoint (empty: this server)', h('input', { id: 'key-endpoint', name: 'endpoint', placeholder: location.origin + '/<account>' })),
+      remember(), h('div', {}, h('button', { type: 'submit', class: 'primary' }, 'Sign in'))));
+  key.addEventListener('submit', submit(key, () => {
+    const name = $('#key-name').value.trim();
+    const k = $('#key-key').value.trim();
+    if (!name || !k) throw new Error('Give the account name and its key.');
+    const endpoint = ($('#key-endpoint').value.trim() || location.origin + '/' + name).replace(/\/+$/, '');
+    return { name, key: k, sas: '', endpoint };
+  }));
+  const sas = h('form', { id: 'signin-sas', class: 'stack' },
+    h('fieldset', {}, h('legend', {}, 'SAS URL'),
+      h('label', {}, 'A service or table URL with its SAS', h('input', { id: 'sas-url', name: 'url', autocomplete: 'off', placeholder: location.origin + '/devstoreaccount1/mytable?sv=...' })),
+      remember(), h('div', {}, h('button', { type: 'submit', class: 'primary' }, 'Sign in'))));
+  sas.addEventListener('submit', submit(sas, () => parseSASURL($('#sas-url').value.trim())));
+  main.append(h('h1', {}, 'Accounts'),
+    state.accounts.length ? h('p', { class: 'muted' }, 'Signed in: ', state.accounts.map(accountId).join(', ')) : h('p', { class: 'muted' }, 'Sign in to an account to browse its tables. Keys stay in this tab unless you ask the console to remember them.'),
+    cs, key, sas);
+}
+
+// Tables: list with paging and prefix search, create, delete, policies.
+async function viewTables(main) {
+  const c = state.client;
+  const acct = currentAccount();
+  const list = h('tbody', { id: 'tables-body' });
+  const more = h('button', { type: 'button', id: 'tables-next', disabled: true }, 'Next page');
+  const shown = h('span', { id: 'tables-count', class: 'muted' });
+  const prefix = h('input', { id: 'table-prefix', type: 'search', placeholder: 'Name starts with', 'aria-label': 'Name starts with' });
+  const size = h('select', { id: 'tables-top', 'aria-label': 'Tables per page' }, [20, 100, 1000].map((n) => option(String(n), n + ' per page', n === 100)));
+  let next = '';
+  const row = (name) => h('tr', { 'data-table': name },
+    h('td', {}, h('a', { href: '#/t/' + encodeURIComponent(name) }, name)),
+    h('td', {}, h('button', { type: 'button', class: 'acl', onclick: () => policiesDialog(name) }, 'Access policies'), ' ',
+      h('button', { type: 'button', class: 'delete-table', onclick: async (ev) => {
+        if (!await confirmDialog(`Delete the table "${name}" and all its entities?`, 'Delete table')) return;
+        await busy(ev.target, async () => { await c.deleteTable(name); show(`Table ${name} deleted.`); load(false); });
+      } }, 'Delete')));
+  const load = async (append) => {
+    if (!append) { list.replaceChildren(); next = ''; }
+    if (acct.table) { list.append(row(acct.table)); return; }
+    const page = await c.listTables({ prefix: prefix.value, top: +size.value, next });
+    list.append(...page.names.map(row));
+    next = page.next;
+    more.disabled = !next;
+    shown.textContent = `${list.children.length} table(s) shown`;
+  };
+  more.addEventListener('click', () => { more.disabled = true; busy(null, () => load(true)).finally(() => { more.disabled = !next; }); });
+  const search = h('form', { class: 'row', id: 'tables-search' }, prefix, size, h('button', { type: 'submit' }, 'Search'));
+  search.addEventListener('submit', (ev) => { ev.preventDefault(); busy(null, () => load(false)); });
+  const name = h('input', { id: 'new-table', placeholder: 'New table name', 'aria-label': 'New table name', autocomplete: 'off' });
+  const create = h('form', { class: 'row', id: 'create-table-form' }, name, h('button', { type: 'submit', id: 'create-table', class: 'primary' }, 'Create table'));
+  create.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    busy(create.querySelector('button'), async () => {
+      await c.createTable(name.value.trim());
+      show(`Table ${name.value.trim()} created.`);
+      name.value = '';
+      await load(false);
+    });
+  });
+  main.append(h('h1', {}, 'Tables'), acct.table ? null : h('div', { class: 'row' }, search, create),
+    h('div', { class: 'scroll' }, h('table', { class: 'data', id: 'tables' }, h('thead', {}, h('tr', {}, h('th', {}, 'Name'), h('th', {}, ''))), list)),
+    h('div', { class: 'row' }, more, shown));
+  await load(false);
+}
+
+// policiesDialog views and edits a table's stored access policies.
+async function policiesDialog(table) {
+  const c = state.client;
+  const rows = h('div', { id: 'acl-rows' });
+  const addRow = (p) => {
+    const r = h('div', { class: 'row acl-row' },
+      h('input', { name: 'id', value: p.id, placeholder: 'Id', 'aria-label': 'Policy id', maxlength: 64 }),
+      h('input', { name: 'start', value: p.start, placeholder: 'Start (2024-01-01T00:00:00Z)', 'aria-label': 'Start' }),
+      h('input', { name: 'expiry', value: p.expiry, placeholder: 'Expiry', 'aria-label': 'Expiry' }),
+      h('input', { name: 'permission', value: p.permission, placeholder: 'raud', 'aria-label': 'Permissions', size: 6 }),
+      h('button', { type: 'button', onclick: () => r.remove() }, 'Remove'));
+    rows.append(r);
+  };
+  (await c.getACL(table)).forEach(addRow);
+  const d = h('dialog', { id: 'acl-dialog', 'aria-label': 'Access policies' },
+    h('h2', {}, `Stored access policies of ${table}`),
+    h('p', { class: 'muted' }, 'At most five. Permissions: r (query), a (add), u (update), d (delete).'),
+    rows,
+    h('div', { class: 'row' },
+      h('button', { type: 'button', id: 'acl-add', onclick: () => addRow({ id: '', start: '', expiry: '', permission: '' }) }, 'Add policy'),
+      h('button', { type: 'button', id: 'acl-save', class: 'primary', onclick: (ev) => busy(ev.target, async () => {
+        const policies = [...rows.querySelectorAll('.acl-row')].map((r) => Object.fromEntries(
+          ['id', 'start', 'expiry', 'permission'].map((k) => [k, r.querySelector(`[name=${k}]`).value.trim()])));
+        await c.setACL(table, policies);
+        show(`Saved ${policies.length} access policies of ${table}.`);
+        d.close();
+      }) }, 'Save'),
+      h('button', { type: 'button', onclick: () => d.close() }, 'Close')));
+  d.addEventListener('close', () => d.remove());
+  document.body.append(d);
+  d.showModal();
+}
+
+// ---- entities ----
+
+const OPS = [['eq', '='], ['ne', '≠'], ['gt', '>'], ['ge', '≥'], ['lt', '<'], ['le', '≤']];
+
+async function viewEntities(main, table) {
+  const c = state.client;
+  const loaded = []; // wire objects, in the order the service sent them
+  let next = null;
+  let lastQuery = null;
+
+  // The query builder writes a $filter into the raw box; the raw box is
+  // what runs, so either can be used and the builder's result is visible.
+  const qbRows = h('div', { id: 'qb-rows' });
+  const columns = h('datalist', { id: 'columns' });
+  const addCond = () => {
+    const first = qbRows.children.length === 0;
+    const r = h('div', { class: 'qb-row' },
+      h('select', { name: 'join', 'aria-label': 'And or', disabled: first, hidden: first }, option('and'), option('or')),
+      h('input', { name: 'prop', list: 'columns', placeholder: 'Property', 'aria-label': 'Property' }),
+      h('select', { name: 'type', 'aria-label': 'Type' }, edm.TYPES.map((t) => option(t))),
+      h('select', { name: 'op', 'aria-label': 'Operator' }, OPS.map(([v, l]) => option(v, l + ' ' + v))),
+      h('input', { name: 'value', placeholder: 'Value', 'aria-label': 'Value' }),
+      h('button', { type: 'button', 'aria-label': 'Remove condition', onclick: () => { r.remove(); const f = qbRows.firstElementChild; if (f) { f.querySelector('[name=join]').hidden = true; f.querySelector('[name=join]').disabled = true; } } }, '×'));
+    qbRows.append(r);
+  };
+  const buildFilter = () => {
+    const parts = [];
+    for (const r of qbRows.children) {
+      const v = (n) => r.querySelector(`[name=${n}]`).value;
+      const prop = v('prop').trim();
+      if (!prop) continue;
+      if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(prop)) throw new Error(`"${prop}" is not a property name.`);
+      const problem = edm.validate(v('type'), v('value'));
+      if (problem) throw new Error(`${prop}: ${problem}.`);
+      const cond = `${prop} ${v('op')} ${edm.literal(v('type'), v('value'))}`;
+      parts.push(parts.length ? `${v('join')} ${cond}` : cond);
+    }
+    return parts.join(' ');
+  };
+  const filter = h('textarea', { id: 'filter', rows: 2, spellcheck: 'false', placeholder: "$filter, e.g. PartitionKey eq 'p1' and Age gt 30", 'aria-label': '$filter' });
+  const select = h('input', { id: 'select', placeholder: '$select: Name,Age (empty: all)', 'aria-label': '$select', size: 30 });
+  const top = h('select', { id: 'top', 'aria-label': 'Page size' }, [10, 100, 500, 1000].map((n) => option(String(n), n + ' per page', n === 100)));
+  const count = h('span', { id: 'loaded-count', class: 'muted' }, '');
+  const nextBtn = h('button', { type: 'button', id: 'next-page', disabled: true }, 'Next page');
+  const thead = h('thead');
+  const tbody = h('tbody');
+  const grid = h('table', { class: 'data', id: 'grid' }, thead, tbody);
+
+  const renderGrid = () => {
+    const names = [];
+    const types = new Map();
+    for (const obj of loaded) {
+      for (const p of edm.fromWire(obj).props) {
+        if (!types.has(p.name)) { types.set(p.name, p.type); names.push(p.name); }
+        else if (types.get(p.name) !== p.type) types.set(p.name, 'mixed');
+      }
+    }
+    const sys = names.filter(edm.isSystem);
+    const rest = names.filter((n) => !edm.isSystem(n)).sort();
+    const cols = [...sys, ...rest];
+    columns.replaceChildren(...cols.map((n) => option(n)));
+    const all = h('input', { type: 'checkbox', id: 'select-all', 'aria-label': 'Select all', onchange: (ev) => {
+      for (const cb of tbody.querySelectorAll('input[type=checkbox]')) cb.checked = ev.target.checked;
+    } });
+    thead.replaceChildren(h('tr', {}, h('th', {}, all), h('th', {}, ''),
+      cols.map((n) => h('th', { 'data-col': n }, n, h('span', { class: 'type' }, types.get(n))))));
+    tbody.replaceChildren(...loaded.map((obj, i) => {
+      const e = edm.fromWire(obj);
+      const byName = new Map(e.props.map((p) => [p.name, p]));
+      return h('tr', { 'data-index': i, 'data-pk': obj.PartitionKey, 'data-rk': obj.RowKey },
+        h('td', {}, h('input', { type: 'checkbox', 'aria-label': 'Select row ' + (i + 1) })),
+        h('td', {}, h('button', { type: 'button', class: 'edit', onclick: () => editorDialog(table, obj, reloadRow(i)) }, 'Edit')),
+        cols.map((n) => {
+          const p = byName.get(n);
+          return p ? h('td', { title: p.type + ': ' + p.text, 'data-type': p.type }, p.text) : h('td', {});
+        }));
+    }));
+    count.textContent = `${loaded.length} entities loaded` + (next ? ' (more available)' : '');
+    nextBtn.disabled = !next;
+  };
+  // reloadRow returns what the editor calls after a write: the row shows
+  // the entity as now stored (or goes, once deleted).
+  const reloadRow = (i) => async (obj) => {
+    if (obj) loaded[i] = obj;
+    else loaded.splice(i, 1);
+    renderGrid();
+  };
+  let generation = 0; // a new query makes the pages of older ones moot
+  const runQuery = async (append) => {
+    const gen = append ? generation : ++generation;
+    if (!append) {
+      // The keys are always selected: a row without them could be
+      // neither edited nor deleted.
+      let sel = select.value.replace(/\s+/g, '');
+      if (sel) sel = [...new Set(['PartitionKey', 'RowKey', ...sel.split(',').filter(Boolean)])].join(',');
+      lastQuery = { filter: filter.value.trim(), select: sel, top: +top.value };
+      loaded.length = 0;
+      next = null;
+    }
+    const page = await c.queryEntities(table, { ...lastQuery, next: append ? next : null });
+    if (gen !== generation) return;
+    loaded.push(...page.entities);
+    next = page.next;
+    renderGrid();
+  };
+  nextBtn.addEventListener('click', () => { nextBtn.disabled = true; busy(null, () => runQuery(true)).finally(() => { nextBtn.disabled = !next; }); });
+
+  const queryForm = h('form', { id: 'query-form' },
+    h('fieldset', {}, h('legend', {}, 'Query builder'), qbRows,
+      h('div', { class: 'row' },
+        h('button', { type: 'button', id: 'qb-add', onclick: addCond }, 'Add condition'),
+        h('button', { type: 'button', id: 'qb-apply', onclick: () => { try { filter.value = buildFilter(); show(''); } catch (e) { fail(e); } } }, 'Write $filter'))),
+    h('fieldset', {}, h('legend', {}, 'Query'), filter,
+      h('div', { class: 'row' }, select, top, h('button', { type: 'submit', id: 'run-query', class: 'primary' }, 'Run query'))));
+  queryForm.addEventListener('submit', (ev) => { ev.preventDefault(); busy(queryForm.querySelector('#run-query'), () => runQuery(false)); });
+  addCond();
+
+  const importInput = h('input', { type: 'file', id: 'import-file', accept: '.json,.csv,application/json,text/csv', hidden: true, onchange: async (ev) => {
+    const file = ev.target.files[0];
+    ev.target.value = '';
+    if (!file) return;
+    await busy(null, async () => {
+      const entities = parseImport(file.name, await file.text());
+      const n = await writeAll(c, table, entities);
+      show(`Imported ${n} entities into ${table}.`);
+      await runQuery(false);
+    });
+  } });
+  const toolbar = h('div', { class: 'row' }, nextBtn, count,
+    h('button', { type: 'button', id: 'add-entity', class: 'primary', onclick: () => editorDialog(table, null, async (obj) => { if (obj) { loaded.push(obj); renderGrid(); } }) }, 'Add entity'),
+    h('button', { type: 'button', id: 'delete-selected', class: 'danger', onclick: async (ev) => {
+      const picked = [...tbody.querySelectorAll('tr')].filter((r) => r.querySelector('input[type=checkbox]').checked).map((r) => loaded[+r.dataset.index]);
+      if (!picked.length) { show('Select the entities to delete first.', true); return; }
+      if (!await confirmDialog(`Delete ${picked.length} entities?`, 'Delete')) return;
+      await busy(ev.target, async () => {
+        const n = await deleteAll(c, table, picked);
+        show(`Deleted ${n} entities.`);
+        await runQuery(false);
+      });
+    } }, 'Delete selected'),
+    h('button', { type: 'button', id: 'export-json', onclick: () => download(table + '.json', 'application/json', exportJSON(loaded)) }, 'Export JSON'),
+    h('button', { type: 'button', id: 'export-csv', onclick: () => download(table + '.csv', 'text/csv', exportCSV(loaded)) }, 'Export CSV'),
+    h('button', { type: 'button', id: 'import', onclick: () => importInput.click() }, 'Import…'), importInput);
+  main.append(h('h1', {}, 'Table ', h('span', { id: 'table-name' }, table)), columns, queryForm, toolbar, h('div', { class: 'scroll' }, grid));
+  await runQuery(false);
+}
+
+/**
+ * editorDialog adds (obj null) or edits an entity with a typed property
+ * editor; done(obj) gets the entity as stored afterwards, or null once it
+ * is deleted.
+ */
+function editorDialog(table, obj, done) {
+  const c = state.client;
+  const isNew = !obj;
+  let etag = obj ? obj['odata.etag'] : '';
+  const props = h('div', { class: 'props', id: 'ed-props' });
+  const pk = h('input', { id: 'ed-pk', 'aria-label': 'PartitionKey', readOnly: !isNew, autocomplete: 'off' });
+  const rk = h('input', { id: 'ed-rk', 'aria-label': 'RowKey', readOnly: !isNew, autocomplete: 'off' });
+  const errBox = h('p', { id: 'ed-error', class: 'err', role: 'alert' });
+  const conflict = h('div', { id: 'ed-conflict', class: 'conflict', hidden: true });
+  const addProp = (p) => {
+    const valueInput = () => (p.type === 'Boolean'
+      ? h('select', { name: 'value', 'aria-label': 'Value of ' + p.name }, option('true', 'true', p.text === 'true'), option('false', 'false', p.text !== 'true'))
+      : h('input', { name: 'value', value: p.text, 'aria-label': 'Value', autocomplete: 'off', spellcheck: 'false' }));
+    const name = h('input', { name: 'name', value: p.name, placeholder: 'Property', 'aria-label': 'Property name', autocomplete: 'off' });
+    const type = h('select', { name: 'type', 'aria-label': 'Type' }, edm.TYPES.map((t) => option(t, t, t === p.type)));
+    let value = valueInput();
+    const err = h('div', { class: 'err' });
+    const remove = h('button', { type: 'button', 'aria-label': 'Remove property', onclick: () => { for (const el of [name, type, value, remove, err]) el.remove(); } }, '×');
+    type.addEventListener('change', () => {
+      p.type = type.value;
+      p.text = value.value;
+      const v = valueInput();
+      value.replaceWith(v);
+      value = v;
+    });
+    name._err = type._err = err;
+    props.append(name, type, value, remove, err);
+  };
+  // A mark goes once its value is edited; the next save checks again.
+  const unmark = (ev) => {
+    const err = ev.target._err || ev.target.previousElementSibling?.previousElementSibling?._err;
+    if (err) err.textContent = '';
+    errBox.textContent = '';
+  };
+  props.addEventListener('input', unmark);
+  props.addEventListener('change', unmark);
+  const fill = (o) => {
+    props.replaceChildren();
+    if (!o) { addProp({ name: '', type: 'String', text: '' }); return; }
+    const e = edm.fromWire(o);
+    etag = e.etag;
+    for (const p of e.props) {
+      if (p.name === 'PartitionKey') pk.value = p.text;
+      else if (p.name === 'RowKey') rk.value = p.text;
+      else if (p.name !== 'Timestamp') addProp(p);
+    }
+  };
+  fill(obj);
+  // collect reads the editor, marking each invalid value.
+  const collect = () => {
+    const out = [{ name: 'PartitionKey', type: 'String', text: pk.value }, { name: 'RowKey', type: 'String', text: rk.value }];
+    let bad = 0;
+    const seen = new Set();
+    const names = props.querySelectorAll('[name=name]');
+    for (const n of names) {
+      const type = n.nextElementSibling.value;
+      const valueEl = n.nextElementSibling.nextElementSibling;
+      const err = valueEl.nextElementSibling.nextElementSibling;
+      const name = n.value.trim();
+      let problem = '';
+      if (!name && !valueEl.value) { err.textContent = ''; continue; }
+      if (!/^[A-Za-z_][A-Za-z0-9_]{0,254}$/.test(name)) problem = 'a property name is a C# identifier, up to 255 characters';
+      else if (edm.isSystem(name) || seen.has(name)) problem = `"${name}" is given twice`;
+      else problem = edm.validate(type, valueEl.value);
+      err.textContent = problem;
+      if (problem) { bad++; valueEl.setAttribute('aria-invalid', 'true'); } else valueEl.removeAttribute('aria-invalid');
+      seen.add(name);
+      out.push({ name, type, text: valueEl.value });
+    }
+    if (bad) throw new Error(`${bad} value(s) are not valid; see the marks.`);
+    return out;
+  };
+  const mode = h('select', { id: 'ed-mode', 'aria-label': 'Write mode' }, option('replace', 'Replace (the entity becomes exactly this)'), option('merge', 'Merge (change only these properties)'));
+  const save = h('button', { type: 'button', id: 'ed-save', class: 'primary' }, isNew ? 'Insert' : 'Save');
+  save.addEventListener('click', async () => {
+    errBox.textContent = '';
+    conflict.hidden = true;
+    save.disabled = true;
+    try {
+      const body = edm.toWire(collect());
+      if (isNew) {
+        await c.insertEntity(table, body);
+      } else {
+        await c.writeEntity(table, body, mode.value, etag);
+      }
+      const stored = await c.getEntity(table, pk.value, rk.value);
+      show(`Entity (${pk.value}, ${rk.value}) ${isNew ? 'inserted' : mode.value === 'merge' ? 'merged' : 'replaced'}.`);
+      d.close();
+      await done(stored);
+    } catch (err) {
+      if (err instanceof ServiceError && err.status === 412) {
+        conflict.replaceChildren(
+          h('strong', {}, 'Conflict: 412 ' + err.code), ' ', err.message,
+          h('p', {}, 'Another client changed or deleted this entity after it was loaded. Nothing was written. Reload to see the entity as it is now, then make your change again.'),
+          h('button', { type: 'button', id: 'ed-reload', onclick: (ev) => busy(ev.target, async () => {
+            const cur = await c.getEntity(table, pk.value, rk.value);
+            fill(cur);
+            conflict.hidden = true;
+            await done(cur);
+          }) }, 'Reload entity'));
+        conflict.hidden = false;
+      } else {
+        errBox.textContent = describe(err);
+      }
+    } finally {
+      save.disabled = false;
+    }
+  });
+  const del = isNew ? null : h('button', { type: 'button', id: 'ed-delete', class: 'danger', onclick: async () => {
+    if (!await confirmDialog(`Delete the entity (${pk.value}, ${rk.value})?`, 'Delete')) return;
+    try {
+      await c.deleteEntity(table, pk.value, rk.value, etag);
+      show(`Entity (${pk.value}, ${rk.value}) deleted.`);
+      d.close();
+      await done(null);
+    } catch (err) {
+      errBox.textContent = describe(err);
+    }
+  } }, 'Delete');
+  const d = h('dialog', { id: 'editor', 'aria-label': 'Entity editor' },
+    h('h2', {}, isNew ? `New entity in ${table}` : 'Edit entity'),
+    h('div', { class: 'row' }, h('label', {}, 'PartitionKey', pk), h('label', {}, 'RowKey', rk)),
+    h('p', { class: 'muted' }, 'Types: Int64 as a whole number; DateTime in UTC with up to 7 fractional digits (2024-05-01T12:30:00.1234567Z); Binary in base64.'),
+    props,
+    h('div', { class: 'row' }, h('button', { type: 'button', id: 'ed-add-prop', onclick: () => addProp({ name: '', type: 'String', text: '' }) }, 'Add property'),
+      isNew ? null : mode),
+    conflict, errBox,
+    h('div', { class: 'row' }, save, del, h('button', { type: 'button', id: 'ed-cancel', onclick: () => d.close() }, 'Close')));
+  d.addEventListener('close', () => d.remove());
+  document.body.append(d);
+  d.showModal();
+}
+
+// groupByPartition splits entities into groups of one partition of at
+// most 100, the limit of an entity group transaction.
+function groupByPartition(entities) {
+  const by = new Map();
+  for (const e of entities) {
+    if (!by.has(e.PartitionKey)) by.set(e.PartitionKey, []);
+    by.get(e.PartitionKey).push(e);
+  }
+  const groups = [];
+  for (const list of by.values()) {
+    for (let i = 0; i < list.length; i += 100) groups.push(list.slice(i, i + 100));
+  }
+  return groups;
+}
+
+// deleteAll deletes entities (each still at its loaded ETag) with one
+// entity group transaction per partition and hundred.
+async function deleteAll(c, table, entities) {
+  let n = 0;
+  for (const g of groupByPartition(entities)) {
+    await c.batch(table, g.map((e) => ({ method: 'DELETE', pk: e.PartitionKey, rk: e.RowKey, etag: e['odata.etag'] || '*' })));
+    n += g.length;
+    show(`Deleted ${n} of ${entities.length}…`);
+  }
+  return n;
+}
+
+// writeAll inserts or replaces entities (wire objects) by transactions.
+async function writeAll(c, table, entities) {
+  let n = 0;
+  for (const g of groupByPartition(entities)) {
+    await c.batch(table, g.map((e) => ({ method: 'PUT', pk: e.PartitionKey, rk: e.RowKey, body: e })));
+    n += g.length;
+    show(`Imported ${n} of ${entities.length}…`);
+  }
+  return n;
+}
+
+// ---- import and export ----
+
+// An export holds each entity's properties with their types: JSON as the
+// protocol writes it (with @odata.type annotations), CSV with a
+// "<name>@type" column beside each property, as Storage Explorer does.
+
+function exportJSON(loaded) {
+  return JSON.stringify(loaded.map((o) => {
+    const props = edm.fromWire(o).props;
+    return edm.toWire(props);
+  }), null, 2) + '\n';
+}
+
+function exportCSV(loaded) {
+  const names = [];
+  const seen = new Set(['PartitionKey', 'RowKey', 'Timestamp']);
+  const entities = loaded.map((o) => edm.fromWire(o).props);
+  for (const props of entities) for (const p of props) if (!seen.has(p.name)) { seen.add(p.name); names.push(p.name); }
+  const header = ['PartitionKey', 'RowKey', 'Timestamp'];
+  for (const n of names) header.push(n, n + '@type');
+  const rows = entities.map((props) => {
+    const by = new Map(props.map((p) => [p.name, p]));
+    const row = [by.get('PartitionKey')?.text ?? '', by.get('RowKey')?.text ?? '', by.get('Timestamp')?.text ?? ''];
+    for (const n of names) {
+      const p = by.get(n);
+      row.push(p ? p.text : '', p ? p.type : '');
+    }
+    return row;
+  });
+  return toCSV([header, ...rows]);
+}
+
+/** parseImport reads an export (JSON or CSV) into wire objects, checked. */
+function parseImport(fileName, text) {
+  let entities;
+  if (/\.json$/i.test(fileName) || /^\s*[[{]/.test(text)) {
+    let data = JSON.parse(text);
+    if (!Array.isArray(data)) data = data.value || [data];
+    entities = data.map((o) => edm.fromWire(o).props);
+  } else {
+    const rows = parseCSV(text);
+    const header = rows.shift() || [];
+    if (header[0] !== 'PartitionKey' || header[1] !== 'RowKey') throw new Error('The CSV must begin with the columns PartitionKey,RowKey.');
+    const typeCol = new Map(header.map((n, i) => [n, i]));
+    entities = rows.map((r) => {
+      const props = [];
+      header.forEach((n, i) => {
+        if (n.endsWith('@type') || n === 'Timestamp') return;
+        if (edm.isSystem(n)) { props.push({ name: n, type: 'String', text: r[i] ?? '' }); return; }
+        const ti = typeCol.get(n + '@type');
+        const type = ti === undefined ? 'String' : r[ti];
+        if (!type) return; // the entity lacks this property
+        props.push({ name: n, type, text: r[i] ?? '' });
+      });
+      return props;
+    });
+  }
+  return entities.map((props, i) => {
+    for (const p of props) {
+      const problem = edm.validate(p.type, p.text);
+      if (problem) throw new Error(`Entity ${i + 1}, ${p.name}: ${problem}.`);
+    }
+    return edm.toWire(props);
+  });
+}
+
+// ---- service ----
+
+async function viewService(main) {
+  const c = state.client;
+  const acct = currentAccount();
+  const ready = h('output', { id: 'readiness' }, '…');
+  const version = h('output', { id: 'server-version' }, '…');
+  main.append(h('h1', {}, 'Service'),
+    h('fieldset', {}, h('legend', {}, 'Server'),
+      h('div', { class: 'row' }, 'Version', version), h('div', { class: 'row' }, 'Readiness', ready)));
+  fetch(new URL('/-/ready', location.origin), { cache: 'no-store' })
+    .then(async (r) => { ready.textContent = `${r.status} ${(await r.text()).trim()}`; })
+    .catch((e) => { ready.textContent = describe(e); });
+  if (acct.table) {
+    main.append(h('p', { class: 'muted' }, 'Service properties need an account key or an account SAS.'));
+    version.textContent = c.lastServer || 'unknown';
+    return;
+  }
+  const xml = await c.getServiceProperties();
+  version.textContent = c.lastServer || 'unknown';
+  const doc = new DOMParser().parseFromString(xml, 'application/xml');
+  const fields = ['AllowedOrigins', 'AllowedMethods', 'AllowedHeaders', 'ExposedHeaders', 'MaxAgeInSeconds'];
+  const rules = h('tbody', { id: 'cors-rules' });
+  const addRule = (r) => rules.append(h('tr', { class: 'cors-rule' },
+    fields.map((f) => h('td', {}, h('input', { name: f, value: r[f] || '', 'aria-label': f, size: f === 'MaxAgeInSeconds' ? 6 : 18 }))),
+    h('td', {}, h('button', { type: 'button', onclick: (ev) => ev.target.closest('tr').remove() }, 'Remove'))));
+  for (const el of doc.querySelectorAll('Cors > CorsRule')) {
+    addRule(Object.fromEntries(fields.map((f) => [f, el.querySelector(f)?.textContent || ''])));
+  }
+  const raw = h('textarea', { id: 'props-xml', rows: 14, spellcheck: 'false', 'aria-label': 'Service properties XML', value: xml });
+  const saveCors = h('button', { type: 'button', id: 'cors-save', class: 'primary' }, 'Save CORS rules');
+  saveCors.addEventListener('click', () => busy(saveCors, async () => {
+    const cur = new DOMParser().parseFromString(await c.getServiceProperties(), 'application/xml');
+    const root = cur.documentElement;
+    for (const el of [...root.children].filter((e) => e.tagName === 'Cors')) el.remove();
+    const cors = cur.createElement('Cors');
+    for (const tr of rules.querySelectorAll('tr')) {
+      const rule = cur.createElement('CorsRule');
+      for (const f of fields) {
+        const e = cur.createElement(f);
+        e.textContent = tr.querySelector(`[name=${f}]`).value.trim();
+        rule.append(e);
+      }
+      cors.append(rule);
+    }
+    root.append(cors);
+    const text = new XMLSerializer().serializeToString(cur);
+    await c.setServiceProperties(text);
+    raw.value = await c.getServiceProperties();
+    show('CORS rules saved.');
+  }));
+  const saveRaw = h('button', { type: 'button', id: 'props-save', class: 'primary' }, 'Save properties');
+  saveRaw.addEventListener('click', () => busy(saveRaw, async () => {
+    await c.setServiceProperties(raw.value);
+    show('Service properties saved.');
+    route();
+  }));
+  main.append(
+    h('fieldset', {}, h('legend', {}, 'CORS rules'),
+      h('div', { class: 'scroll' }, h('table', { class: 'data' }, h('thead', {}, h('tr', {}, fields.map((f) => h('th', {}, f)), h('th', {}))), rules)),
+      h('div', { class: 'row' }, h('button', { type: 'button', id: 'cors-add', onclick: () => addRule({ AllowedMethods: 'GET', MaxAgeInSeconds: '60' }) }, 'Add rule'), saveCors)),
+    h('fieldset', {}, h('legend', {}, 'All service properties (logging, metrics, CORS) as XML'), raw, h('div', { class: 'row' }, saveRaw)));
+}
+
+// ---- SAS generator ----
+
+function viewSAS(main) {
+  const acct = currentAccount();
+  main.append(h('h1', {}, 'Shared access signature'));
+  if (!acct.key) {
+    main.append(h('p', {}, 'Making a SAS needs the account key; this account signed in with a SAS.'));
+    return;
+  }
+  const isoIn = (hours) => new Date(Date.now() + hours * 3600e3).toISOString().replace(/\.\d+Z$/, 'Z');
+  const perms = (list) => h('div', { class: 'row', id: 'sas-perms' }, list.map(([v, l]) => h('label', {}, h('input', { type: 'checkbox', name: 'perm', value: v, checked: v === 'r' }), l)));
+  const kind = h('select', { id: 'sas-kind', 'aria-label': 'Kind' }, option('table', 'Table SAS'), option('account', 'Account SAS'));
+  const table = h('input', { id: 'sas-table', placeholder: 'Table', 'aria-label': 'Table' });
+  const tablePerms = [['r', 'Query (r)'], ['a', 'Add (a)'], ['u', 'Update (u)'], ['d', 'Delete (d)']];
+  const accountPerms = [['r', 'Read (r)'], ['w', 'Write (w)'], ['d', 'Delete (d)'], ['l', 'List (l)'], ['a', 'Add (a)'], ['c', 'Create (c)'], ['u', 'Update (u)']];
+  let permBox = perms(tablePerms);
+  const rt = h('div', { class: 'row', id: 'sas-srt', hidden: true }, [['s', 'Service (s)'], ['c', 'Container: tables (c)'], ['o', 'Object: entities (o)']]
+    .map(([v, l]) => h('label', {}, h('input', { type: 'checkbox', name: 'srt', value: v, checked: v !== 's' }), l)));
+  const field = (id, label, value) => h('label', {}, label, h('input', { id, value: value || '', autocomplete: 'off' }));
+  const keyRange = h('div', { class: 'row', id: 'sas-range' }, field('sas-spk', 'Start PartitionKey'), field('sas-srk', 'Start RowKey'), field('sas-epk', 'End PartitionKey'), field('sas-erk', 'End RowKey'), field('sas-policy', 'Policy id'));
+  kind.addEventListener('change', () => {
+    const isTable = kind.value === 'table';
+    const np = perms(isTable ? tablePerms : accountPerms);
+    permBox.replaceWith(np);
+    permBox = np;
+    table.hidden = keyRange.hidden = !isTable;
+    rt.hidden = isTable;
+  });
+  const out = h('div', { id: 'sas-out' });
+  const gen = h('button', { type: 'button', id: 'sas-generate', class: 'primary' }, 'Generate');
+  gen.addEventListener('click', () => {
+    try {
+      const v = (id) => $('#' + id).value.trim();
+      const checked = (root, name) => [...root.querySelectorAll(`[name=${name}]:checked`)].map((c) => c.value).join('');
+      const o = {
+        account: kind.value === 'account', table: v('sas-table'), permissions: checked(permBox, 'perm'), resourceTypes: checked(rt, 'srt'),
+        start: v('sas-start'), expiry: v('sas-expiry'), ip: v('sas-ip'), protocol: $('#sas-protocol').value,
+        spk: v('sas-spk'), srk: v('sas-srk'), epk: v('sas-epk'), erk: v('sas-erk'), policy: v('sas-policy'),
+      };
+      if (!o.account && !o.table) throw new Error('Name the table.');
+      if (!o.expiry && !o.policy) throw new Error('Give an expiry (or a policy that has one).');
+      for (const t of [o.start, o.expiry]) if (t && !/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?Z$/.test(t)) throw new Error(`"${t}" is not a UTC time such as 2030-01-01T00:00:00Z.`);
+      const token = makeSAS(acct, o);
+      const url = acct.endpoint + (o.account ? '' : '/' + encodeURIComponent(o.table)) + '?' + token;
+      out.replaceChildren(
+        h('h2', {}, 'SAS token'), h('output', { id: 'sas-token' }, token),
+        h('h2', {}, 'URL'), h('output', { id: 'sas-url-out' }, url),
+        h('h2', {}, 'Connection string'), h('output', { id: 'sas-cs' }, `TableEndpoint=${acct.endpoint};SharedAccessSignature=${token}`));
+      show('');
+    } catch (err) {
+      fail(err);
+    }
+  });
+  main.append(h('fieldset', { class: 'stack' }, h('legend', {}, 'What it grants'),
+    h('div', { class: 'row' }, kind, table), permBox, rt,
+    h('div', { class: 'row' }, field('sas-start', 'Start (UTC)', ''), field('sas-expiry', 'Expiry (UTC)', isoIn(24)),
+      field('sas-ip', 'IP or range'),
+      h('label', {}, 'Protocol', h('select', { id: 'sas-protocol' }, option('https,http', 'https and http'), option('https', 'https only')))),
+    keyRange, h('div', {}, gen)), out);
+}
+
+// ---- start ----
+
+$('#account').addEventListener('change', (ev) => {
+  useAccount(state.accounts.find((a) => accountId(a) === ev.target.value));
+  show('');
+  go('#/tables');
+});
+$('#sign-out').addEventListener('click', signOut);
+window.addEventListener('hashchange', () => route());
+renderAccountPicker();
+route();
