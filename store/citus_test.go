@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -70,6 +71,78 @@ func TestCitusPartitionStatementsRunOnOneShard(t *testing.T) {
 		}
 		if n := tasks(t, sql, args...); (n == "1") != tc.one {
 			t.Errorf("%s: %s tasks", tc.filter, n)
+		}
+	}
+}
+
+// On Citus the inserts and Insert Or Replace name their table's id through
+// live_table_id in INSERT ... VALUES, which goes to the partition's shard
+// in one step; the single node's INSERT ... SELECT FROM tables would run
+// in two through the coordinator. A missing or deleted table still gets
+// ErrTableNotFound, alone and inside an entity group transaction.
+func TestCitusInsertsGoStraightToTheShard(t *testing.T) {
+	testdb.NeedCitus(t)
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	if err := s.DetectDistribution(ctx); err != nil || !s.Distributed() {
+		t.Fatalf("entities are not distributed: %v", err)
+	}
+	if s.inserts() != &citusInserts {
+		t.Fatalf("a distributed store uses the single node's inserts")
+	}
+	if err := s.CreateTable(ctx, acct, "t"); err != nil {
+		t.Fatal(err)
+	}
+	plan := func(sql string) string {
+		t.Helper()
+		rows, err := s.pool.Query(ctx, "EXPLAIN "+sql, acct, "t", distributionKey(acct, "t", "p"), "p", "r", int64(1), 10, []byte(`{}`))
+		if err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		defer rows.Close()
+		var b strings.Builder
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				t.Fatal(err)
+			}
+			b.WriteString(line + "\n")
+		}
+		return b.String()
+	}
+	for name, sql := range map[string]string{"insert": citusInserts.insert, "insert or replace": citusInserts.upsertReplace} {
+		if p := plan(sql); strings.Contains(p, "INSERT ... SELECT") || !strings.Contains(p, "Task Count: 1") {
+			t.Errorf("%s is not routed to one shard:\n%s", name, p)
+		}
+	}
+	if p := plan(singleNodeInserts.insert); !strings.Contains(p, "INSERT ... SELECT") {
+		t.Errorf("the single node's insert has a one-step plan on Citus too; the test no longer tells:\n%s", p)
+	}
+
+	if err := s.CreateTable(ctx, acct, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteTable(ctx, acct, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	for _, table := range []string{"never", "gone"} {
+		for _, op := range []Op{OpInsert, OpReplace, OpMerge} {
+			w := Write{Op: op, PartitionKey: "p", RowKey: "r"}
+			if _, err := s.Write(ctx, acct, table, &w); !errors.Is(err, ErrTableNotFound) {
+				t.Errorf("op %d on table %s: %v, want ErrTableNotFound", op, table, err)
+			}
+			batch := []Write{{Op: OpReplace, PartitionKey: "p", RowKey: "a"}, w}
+			var be *BatchError
+			if _, err := s.Batch(ctx, acct, table, batch); !errors.As(err, &be) || !errors.Is(be.Err, ErrTableNotFound) {
+				t.Errorf("batch with op %d on table %s: %v, want a BatchError of ErrTableNotFound", op, table, err)
+			}
+		}
+	}
+	// And the table that is there takes them.
+	for _, op := range []Op{OpInsert, OpReplace, OpMerge} {
+		if _, err := s.Write(ctx, acct, "t", &Write{Op: op, PartitionKey: "p", RowKey: "r"}); err != nil {
+			t.Errorf("op %d: %v", op, err)
 		}
 	}
 }

@@ -1,0 +1,1 @@
+DROP FUNCTION live_table_id(text, text);
