@@ -10,18 +10,26 @@ import (
 	"github.com/pgtables/pgtables/odata/filter"
 )
 
+// newCitusStore is a store on a schema of its own whose entities are
+// distributed; the test runs only on Citus (PGTABLES_TEST_BACKEND=citus).
+func newCitusStore(t *testing.T) *Store {
+	t.Helper()
+	testdb.NeedCitus(t)
+	t.Parallel()
+	s := newStore(t)
+	if err := s.DetectDistribution(context.Background()); err != nil || !s.Distributed() {
+		t.Fatalf("entities are not distributed: %v", err)
+	}
+	return s
+}
+
 // On a Citus cluster (PGTABLES_TEST_BACKEND=citus; CI runs this file's
 // tests there), the statements of one partition run on one shard: the
 // point reads and writes name the distribution key, and so do queries
 // whose filter pins the partition; other queries run on every shard.
 func TestCitusPartitionStatementsRunOnOneShard(t *testing.T) {
-	testdb.NeedCitus(t)
-	t.Parallel()
-	s := newStore(t)
+	s := newCitusStore(t)
 	ctx := context.Background()
-	if err := s.DetectDistribution(ctx); err != nil || !s.Distributed() {
-		t.Fatalf("entities are not distributed: %v", err)
-	}
 	if err := s.CreateTable(ctx, acct, "t"); err != nil {
 		t.Fatal(err)
 	}
@@ -81,13 +89,8 @@ func TestCitusPartitionStatementsRunOnOneShard(t *testing.T) {
 // in two through the coordinator. A missing or deleted table still gets
 // ErrTableNotFound, alone and inside an entity group transaction.
 func TestCitusInsertsGoStraightToTheShard(t *testing.T) {
-	testdb.NeedCitus(t)
-	t.Parallel()
-	s := newStore(t)
+	s := newCitusStore(t)
 	ctx := context.Background()
-	if err := s.DetectDistribution(ctx); err != nil || !s.Distributed() {
-		t.Fatalf("entities are not distributed: %v", err)
-	}
 	if s.inserts() != &citusInserts {
 		t.Fatalf("a distributed store uses the single node's inserts")
 	}
