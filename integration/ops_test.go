@@ -81,8 +81,18 @@ func newOpsEnv(t testing.TB, oc opsConfig) *opsEnv {
 	}
 	t.Cleanup(pool.Close)
 	st := store.New(pool)
-	if err := st.DetectDistribution(ctx); err != nil {
-		t.Fatal(err)
+	// The pool's first connection may take longer than a short acquire
+	// limit on a busy machine (a cluster's coordinator, say); the pool
+	// goes on dialling it after the wait gives up, so try a few times.
+	for try := 1; ; try++ {
+		err := st.DetectDistribution(ctx)
+		if err == nil {
+			break
+		}
+		if try == 10 {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 	logs := &logBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
