@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -179,7 +180,7 @@ func TestConsoleEntities(t *testing.T) {
 	p.click("#create-table")
 	p.waitText("#message", "Table "+table+" created")
 	p.waitText("#tables", table)
-	if !contains(listTableNames(t, e.service), table) {
+	if !slices.Contains(listTableNames(t, e.service), table) {
 		t.Fatalf("table %s not created", table)
 	}
 	// Entities for the query, added by another client.
@@ -308,15 +309,6 @@ func (p *page) rowKeys() []string {
 		p.t.Fatal(err)
 	}
 	return keys
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // batchInsert adds entities of one partition with the SDK, a hundred at a time.
@@ -595,7 +587,7 @@ func TestConsoleSAS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !contains(listTableNames(t, svc), table) {
+	if !slices.Contains(listTableNames(t, svc), table) {
 		t.Errorf("the account SAS does not list %s", table)
 	}
 	if _, err := svc.CreateTable(bg, table+"x", nil); err != nil {
@@ -661,7 +653,7 @@ func TestConsoleServiceAndPolicies(t *testing.T) {
 	p.waitText("#confirm", "Delete the table \""+prefix+"x07\"")
 	p.click("#confirm-ok")
 	p.waitText("#message", "Table "+prefix+"x07 deleted")
-	if contains(listTableNames(t, e.service), prefix+"x07") {
+	if slices.Contains(listTableNames(t, e.service), prefix+"x07") {
 		t.Errorf("the table was not deleted")
 	}
 
