@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 )
 
@@ -30,8 +31,10 @@ type Prop struct {
 // annotations, and odata.* fields and Timestamp, which it drops (the
 // destination stamps its own). Without an annotation, the JSON kind of a
 // value tells its type, as the protocol defines: a string is a String, a
-// number without a fraction or exponent an Int32, any other number a
-// Double.
+// number without a fraction or exponent within the Int32 range an Int32,
+// any other number a Double. Servers such as Azurite write a whole-number
+// Double beyond the Int32 range bare (27780995601534970000), and the SDKs
+// and the server read that as a Double.
 func parseEntity(obj []byte) (Entity, error) {
 	d := json.NewDecoder(bytes.NewReader(obj))
 	d.UseNumber()
@@ -102,7 +105,7 @@ func parseEntity(obj []byte) (Entity, error) {
 				typ = "Edm.Boolean"
 			case c == 'n':
 				continue // null: the property is not there
-			case bytes.ContainsAny(v, ".eE"):
+			case bytes.ContainsAny(v, ".eE") || !isInt32(v):
 				typ = "Edm.Double"
 			default:
 				typ = "Edm.Int32"
@@ -111,6 +114,13 @@ func parseEntity(obj []byte) (Entity, error) {
 		e.Props = append(e.Props, Prop{Name: name, Type: typ, Value: v})
 	}
 	return e, nil
+}
+
+// isInt32 reports whether the digits of a JSON number without a fraction or
+// exponent name a value within the Int32 range.
+func isInt32(digits []byte) bool {
+	_, err := strconv.ParseInt(string(digits), 10, 32)
+	return err == nil
 }
 
 // MarshalJSON writes the entity with a type annotation on every property

@@ -42,3 +42,52 @@ func TestVerify(t *testing.T) {
 		t.Errorf("other entities: %+v", c)
 	}
 }
+
+// A whole-number Double one server writes bare (Azurite:
+// 27780995601534970000) and another with an annotation and an exponent
+// is the same value: verify reads both as Doubles, as the copy does,
+// rather than failing on an Int32 out of range.
+func TestVerifyBareWholeDoubles(t *testing.T) {
+	t.Parallel()
+	parse := func(lines ...string) []Entity {
+		var es []Entity
+		for _, l := range lines {
+			e, err := parseEntity([]byte(l))
+			if err != nil {
+				t.Fatalf("%s: %v", l, err)
+			}
+			es = append(es, e)
+		}
+		return es
+	}
+	bare := &memTables{tables: map[string][]Entity{"t": parse(
+		`{"PartitionKey":"p","RowKey":"1","Big":27780995601534970000,"Over":2147483648,"Under":-2147483649,"Small":7}`,
+		`{"PartitionKey":"p","RowKey":"2","Neg":-27780995601534970000}`,
+	)}}
+	annotated := &memTables{tables: map[string][]Entity{"t": parse(
+		`{"PartitionKey":"p","RowKey":"1","Big@odata.type":"Edm.Double","Big":2.778099560153497E+19,"Over@odata.type":"Edm.Double","Over":2147483648.0,`+
+			`"Under@odata.type":"Edm.Double","Under":-2.147483649e9,"Small":7}`,
+		`{"PartitionKey":"p","RowKey":"2","Neg@odata.type":"Edm.Double","Neg":-2.778099560153497e19}`,
+	)}}
+	// The same values as an Int64 are another type, and a difference.
+	int64s := &memTables{tables: map[string][]Entity{"t": parse(
+		`{"PartitionKey":"p","RowKey":"1","Big":27780995601534970000,"Over@odata.type":"Edm.Int64","Over":"2147483648","Under":-2147483649,"Small":7}`,
+		`{"PartitionKey":"p","RowKey":"2","Neg":-27780995601534970000}`,
+	)}}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name     string
+		src, dst Source
+		equal    bool
+	}{
+		{"bare to annotated", bare, annotated, true},
+		{"annotated to bare", annotated, bare, true},
+		{"bare to bare", bare, bare, true},
+		{"Double to Int64", bare, int64s, false},
+	} {
+		c := Verify(ctx, tc.src, tc.dst, []string{"t"}, "")[0]
+		if c.Err != nil || c.Equal() != tc.equal || c.Source != 2 || c.Dest != 2 {
+			t.Errorf("%s: %+v, want equal %v", tc.name, c, tc.equal)
+		}
+	}
+}
