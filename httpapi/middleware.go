@@ -70,7 +70,7 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 				c.Response().Header().Set("Connection", "close")
 				return c.NoContent(http.StatusBadRequest)
 			}
-			return next(c)
+			return s.serveOps(c)
 		}
 		start := time.Now()
 		r = withOrigin(r, s.cfg.TrustedProxies)

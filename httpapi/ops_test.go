@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 )
 
@@ -95,6 +96,55 @@ func TestOpsEndpointsAnswerHeadAsGet(t *testing.T) {
 		// tell an empty body from one not written).
 		if tc.path != "/-/metrics" && getBody != "" && head.Header.Get("Content-Length") != get.Header.Get("Content-Length") {
 			t.Errorf("%s: Content-Length: GET %q, HEAD %q", tc.path, get.Header.Get("Content-Length"), head.Header.Get("Content-Length"))
+		}
+	}
+}
+
+// Under /-/, a path that names nothing is 404 (the console's too when it
+// is switched off) and a method other than GET and HEAD is 405 with
+// Allow, whatever the method: not the protocol's 400 InvalidUri or 403.
+func TestOpsUnknownPathsAndMethods(t *testing.T) {
+	t.Parallel()
+	ready := func(context.Context) error { return nil }
+	on := opsServer(t, true, ready)
+	off := opsServer(t, false, ready)
+	for _, tc := range []struct {
+		base, method, path string
+		status             int
+	}{
+		{off, "GET", "/-/console/", 404},
+		{off, "HEAD", "/-/console/", 404},
+		{off, "GET", "/-/console", 404},
+		{off, "GET", "/-/console/js/app.js", 404},
+		{off, "POST", "/-/console/", 404},
+		{on, "GET", "/-/nothing", 404},
+		{on, "HEAD", "/-/nothing", 404},
+		{on, "DELETE", "/-/nothing", 404},
+		{on, "GET", "/-/", 404},
+		{on, "GET", "/-/ready/x", 404},
+		{on, "GET", "/-/consolex", 404},
+		{on, "POST", "/-/ready", 405},
+		{on, "PUT", "/-/healthy", 405},
+		{on, "DELETE", "/-/live", 405},
+		{on, "MERGE", "/-/metrics", 405},
+		{on, "OPTIONS", "/-/ready", 405},
+		{on, "PATCH", "/-/console", 405},
+		{on, "POST", "/-/console/", 405},
+		{off, "POST", "/-/healthy", 405},
+	} {
+		resp, body := send(t, tc.method, tc.base+tc.path)
+		name := tc.method + " " + tc.path
+		if tc.base == off {
+			name += " (console off)"
+		}
+		if resp.StatusCode != tc.status {
+			t.Errorf("%s: %d %q, want %d", name, resp.StatusCode, body, tc.status)
+		}
+		if allow := resp.Header.Get("Allow"); (tc.status == 405) != (allow == "GET, HEAD") {
+			t.Errorf("%s: Allow %q", name, allow)
+		}
+		if code := resp.Header.Get("x-ms-error-code"); code != "" || strings.Contains(body, "InvalidUri") {
+			t.Errorf("%s: the protocol's error %q %q", name, code, body)
 		}
 	}
 }

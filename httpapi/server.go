@@ -99,23 +99,8 @@ func New(cfg Config, st *store.Store, log *slog.Logger, ready func(context.Conte
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.handleEchoError
 	e.Use(s.observe)
-	// The operational endpoints answer HEAD as GET (net/http drops the
-	// body), since probes use either. /-/live is /-/healthy under the name
-	// Kubernetes-style liveness probes expect.
-	get := []string{http.MethodGet, http.MethodHead}
-	healthy := func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") }
-	e.Match(get, "/-/healthy", healthy)
-	e.Match(get, "/-/live", healthy)
-	e.Match(get, "/-/ready", s.handleReady)
-	e.Match(get, "/-/metrics", s.handleMetrics)
-	if cfg.Console != nil {
-		toRoot := func(c echo.Context) error { return c.Redirect(http.StatusMovedPermanently, "/-/console/") }
-		e.GET("/-/console", toRoot)
-		e.HEAD("/-/console", toRoot)
-		console := echo.WrapHandler(http.StripPrefix("/-/console", cfg.Console))
-		e.GET("/-/console/*", console)
-		e.HEAD("/-/console/*", console)
-	}
+	// Paths under /-/ (healthy, live, ready, metrics, the console) are
+	// answered by serveOps (ops.go), from observe, for every method.
 	e.Any("/*", s.handle)
 	e.Add("MERGE", "/*", s.handle)
 	e.Any("/", s.handle)

@@ -56,8 +56,8 @@ func TestConsoleServedFromBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode == 200 {
-		t.Errorf("console off: GET /-/console/ answered 200")
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("console off: GET /-/console/ answered %s, want 404", resp.Status)
 	}
 }
 
