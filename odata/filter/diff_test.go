@@ -446,7 +446,7 @@ func (g *gen) value(t odata.EdmType, forKey bool) odata.Value {
 		if g.chance(0.8) {
 			v.Int = i64Pool[g.pick(len(i64Pool))]
 		} else {
-			v.Int = g.rng.Int64() - g.rng.Int64()
+			v.Int = int64(g.rng.Uint64()) // any Int64, either sign
 		}
 	case odata.EdmDouble:
 		switch {
