@@ -27,6 +27,13 @@ function h(tag, attrs, ...children) {
 
 const $ = (sel, root = document) => root.querySelector(sel);
 
+const ESC = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
+
+/** esc escapes text for HTML, in content and in quoted attributes. */
+function esc(text) {
+  return String(text).replace(/[&<>"']/g, (c) => ESC[c]);
+}
+
 function option(value, label, selected) {
   return h('option', { value, selected: !!selected }, label ?? value);
 }
@@ -351,38 +358,76 @@ async function viewEntities(main, table) {
   const tbody = h('tbody');
   const grid = h('table', { class: 'data', id: 'grid' }, thead, tbody);
 
-  const renderGrid = () => {
-    const names = [];
-    const types = new Map();
-    for (const obj of loaded) {
-      for (const p of edm.fromWire(obj).props) {
-        if (!types.has(p.name)) { types.set(p.name, p.type); names.push(p.name); }
-        else if (types.get(p.name) !== p.type) types.set(p.name, 'mixed');
+  // The grid's columns: the keys and Timestamp, then the others by name;
+  // types maps each to its type, or 'mixed'. A page is appended as the
+  // rows of its entities alone, built as one string of escaped HTML; the
+  // whole grid is built again only when a page brings a new column.
+  let cols = [];
+  const types = new Map();
+  const parsed = new WeakMap(); // wire object -> edm.fromWire of it
+  const propsOf = (obj) => {
+    let e = parsed.get(obj);
+    if (!e) { e = edm.fromWire(obj); parsed.set(obj, e); }
+    return e.props;
+  };
+  // learn adds the types of objs; true when a column is new.
+  const learn = (objs) => {
+    let added = false;
+    for (const obj of objs) {
+      for (const p of propsOf(obj)) {
+        const known = types.get(p.name);
+        if (known === undefined) { types.set(p.name, p.type); added = true; } else if (known !== p.type) types.set(p.name, 'mixed');
       }
     }
-    const sys = names.filter(edm.isSystem);
-    const rest = names.filter((n) => !edm.isSystem(n)).sort();
-    const cols = [...sys, ...rest];
+    return added;
+  };
+  const rowHTML = (obj, i) => {
+    const byName = new Map(propsOf(obj).map((p) => [p.name, p]));
+    let html = `<tr data-index="${i}" data-pk="${esc(obj.PartitionKey)}" data-rk="${esc(obj.RowKey)}">` +
+      `<td><input type="checkbox" aria-label="Select row ${i + 1}"></td><td><button type="button" class="edit">Edit</button></td>`;
+    for (const n of cols) {
+      const p = byName.get(n);
+      html += p ? `<td title="${esc(p.type + ': ' + p.text)}" data-type="${esc(p.type)}">${esc(p.text)}</td>` : '<td></td>';
+    }
+    return html + '</tr>';
+  };
+  const renderHead = () => {
+    const names = [...types.keys()];
+    cols = [...names.filter(edm.isSystem), ...names.filter((n) => !edm.isSystem(n)).sort()];
     columns.replaceChildren(...cols.map((n) => option(n)));
     const all = h('input', { type: 'checkbox', id: 'select-all', 'aria-label': 'Select all', onchange: (ev) => {
       for (const cb of tbody.querySelectorAll('input[type=checkbox]')) cb.checked = ev.target.checked;
     } });
     thead.replaceChildren(h('tr', {}, h('th', {}, all), h('th', {}, ''),
       cols.map((n) => h('th', { 'data-col': n }, n, h('span', { class: 'type' }, types.get(n))))));
-    tbody.replaceChildren(...loaded.map((obj, i) => {
-      const e = edm.fromWire(obj);
-      const byName = new Map(e.props.map((p) => [p.name, p]));
-      return h('tr', { 'data-index': i, 'data-pk': obj.PartitionKey, 'data-rk': obj.RowKey },
-        h('td', {}, h('input', { type: 'checkbox', 'aria-label': 'Select row ' + (i + 1) })),
-        h('td', {}, h('button', { type: 'button', class: 'edit', onclick: () => editorDialog(table, obj, reloadRow(i)) }, 'Edit')),
-        cols.map((n) => {
-          const p = byName.get(n);
-          return p ? h('td', { title: p.type + ': ' + p.text, 'data-type': p.type }, p.text) : h('td', {});
-        }));
-    }));
+  };
+  const renderCount = () => {
     count.textContent = `${loaded.length} entities loaded` + (next ? ' (more available)' : '');
     nextBtn.disabled = !next;
   };
+  // renderGrid shows loaded[from:] below the rows shown; from 0 builds
+  // the grid anew.
+  const renderGrid = (from = 0) => {
+    if (from === 0) types.clear();
+    if (learn(loaded.slice(from)) || from === 0) {
+      from = 0;
+      renderHead();
+      tbody.textContent = '';
+    } else {
+      // A type that became mixed shows in the heading.
+      for (const th of thead.querySelectorAll('th[data-col]')) th.lastChild.textContent = types.get(th.dataset.col);
+    }
+    let html = '';
+    for (let i = from; i < loaded.length; i++) html += rowHTML(loaded[i], i);
+    tbody.insertAdjacentHTML('beforeend', html);
+    renderCount();
+  };
+  tbody.addEventListener('click', (ev) => {
+    const b = ev.target.closest('button.edit');
+    if (!b) return;
+    const i = +b.closest('tr').dataset.index;
+    editorDialog(table, loaded[i], reloadRow(i));
+  });
   // reloadRow returns what the editor calls after a write: the row shows
   // the entity as now stored (or goes, once deleted).
   const reloadRow = (i) => async (obj) => {
@@ -404,9 +449,10 @@ async function viewEntities(main, table) {
     }
     const page = await c.queryEntities(table, { ...lastQuery, next: append ? next : null });
     if (gen !== generation) return;
+    const from = loaded.length;
     loaded.push(...page.entities);
     next = page.next;
-    renderGrid();
+    renderGrid(from);
   };
   nextBtn.addEventListener('click', () => { nextBtn.disabled = true; busy(null, () => runQuery(true)).finally(() => { nextBtn.disabled = !next; }); });
 
@@ -432,7 +478,7 @@ async function viewEntities(main, table) {
     });
   } });
   const toolbar = h('div', { class: 'row' }, nextBtn, count,
-    h('button', { type: 'button', id: 'add-entity', class: 'primary', onclick: () => editorDialog(table, null, async (obj) => { if (obj) { loaded.push(obj); renderGrid(); } }) }, 'Add entity'),
+    h('button', { type: 'button', id: 'add-entity', class: 'primary', onclick: () => editorDialog(table, null, async (obj) => { if (obj) { loaded.push(obj); renderGrid(loaded.length - 1); } }) }, 'Add entity'),
     h('button', { type: 'button', id: 'delete-selected', class: 'danger', onclick: async (ev) => {
       const picked = [...tbody.querySelectorAll('tr')].filter((r) => r.querySelector('input[type=checkbox]').checked).map((r) => loaded[+r.dataset.index]);
       if (!picked.length) { show('Select the entities to delete first.', true); return; }
