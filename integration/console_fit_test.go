@@ -1,0 +1,67 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+)
+
+// The console at a phone's width and a laptop's: what issue 25 found a
+// first-time user tripping on.
+
+// widths returns the document's scroll width and the viewport's width.
+func (p *page) widths() [2]int {
+	p.t.Helper()
+	var w [2]int
+	if err := json.Unmarshal(p.eval(`[document.documentElement.scrollWidth, window.innerWidth]`), &w); err != nil {
+		p.t.Fatal(err)
+	}
+	return w
+}
+
+// shown reports whether the element sel finds takes up room on the page.
+func (p *page) shown(sel string) bool {
+	p.t.Helper()
+	var b bool
+	if err := json.Unmarshal(p.eval(fmt.Sprintf(`(() => { const el = document.querySelector(%s);
+		if (!el) throw new Error('no element ' + %[1]s); return el.getClientRects().length > 0; })()`, jsString(sel))), &b); err != nil {
+		p.t.Fatal(err)
+	}
+	return b
+}
+
+// TestConsoleViewsFitTheScreen opens every view and requires no sideways
+// scrolling of the page: what is wider (the grid, the CORS rules) scrolls
+// in a box of its own.
+func TestConsoleViewsFitTheScreen(t *testing.T) {
+	t.Parallel()
+	e := newConsoleEnv(t)
+	c, table := e.newTable()
+	if _, err := c.AddEntity(bg, mustJSON(t, map[string]any{"PartitionKey": "p", "RowKey": "r", "A": strings.Repeat("wide ", 40), "B": 1, "C": true}), nil); err != nil {
+		t.Fatal(err)
+	}
+	atSizes(t, e, true, func(t *testing.T, p *page) {
+		for _, v := range []struct{ view, ready string }{
+			{"#/signin", "#signin-key"}, {"#/tables", "#tables"}, {"#/t/" + table, "#grid tbody tr"},
+			{"#/service", "#cors-add"}, {"#/sas", "#sas-generate"},
+		} {
+			p.open(v.view)
+			p.do(chromedp.WaitVisible(chromedp.CSS(v.ready)))
+			if v.view == "#/service" {
+				p.click("#cors-add")
+			}
+			if w := p.widths(); w[0] > w[1] {
+				t.Errorf("%s is %dpx wide on a %dpx screen", v.view, w[0], w[1])
+			}
+			if v.view == "#/sas" {
+				p.set("#sas-kind", "account")
+				if w := p.widths(); w[0] > w[1] {
+					t.Errorf("%s (account SAS) is %dpx wide on a %dpx screen", v.view, w[0], w[1])
+				}
+			}
+		}
+	})
+}
