@@ -3,6 +3,7 @@ package integration
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -60,6 +61,28 @@ func TestConsoleViewsFitTheScreen(t *testing.T) {
 				p.set("#sas-kind", "account")
 				if w := p.widths(); w[0] > w[1] {
 					t.Errorf("%s (account SAS) is %dpx wide on a %dpx screen", v.view, w[0], w[1])
+				}
+			}
+		}
+	})
+}
+
+// TestConsoleSASShowsOnlyItsKind: a table SAS has no resource types, an
+// account SAS no key range or policy (it would ignore them).
+func TestConsoleSASShowsOnlyItsKind(t *testing.T) {
+	t.Parallel()
+	e := newConsoleEnv(t)
+	tableOnly := []string{"#sas-table", "#sas-spk", "#sas-srk", "#sas-epk", "#sas-erk", "#sas-policy"}
+	accountOnly := []string{"#sas-srt"}
+	atSizes(t, e, true, func(t *testing.T, p *page) {
+		p.open("#/sas")
+		p.do(chromedp.WaitVisible(chromedp.CSS("#sas-generate")))
+		for _, kind := range []string{"table", "account"} {
+			p.set("#sas-kind", kind)
+			for _, sel := range append(slices.Clone(tableOnly), accountOnly...) {
+				want := slices.Contains(tableOnly, sel) == (kind == "table")
+				if got := p.shown(sel); got != want {
+					t.Errorf("%s SAS: %s shown %v, want %v", kind, sel, got, want)
 				}
 			}
 		}
