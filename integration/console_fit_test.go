@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 )
 
 // The console at a phone's width and a laptop's: what issue 25 found a
@@ -85,6 +86,31 @@ func TestConsoleSASShowsOnlyItsKind(t *testing.T) {
 					t.Errorf("%s SAS: %s shown %v, want %v", kind, sel, got, want)
 				}
 			}
+		}
+	})
+}
+
+// TestConsoleConfirmFocusesTheSafeChoice: Enter in a confirmation keeps
+// the table.
+func TestConsoleConfirmFocusesTheSafeChoice(t *testing.T) {
+	t.Parallel()
+	e := newConsoleEnv(t)
+	_, table := e.newTable()
+	atSizes(t, e, true, func(t *testing.T, p *page) {
+		p.waitText("#tables", table)
+		p.click(fmt.Sprintf("#tables tr[data-table=%q] button.delete-table", table))
+		p.waitText("#confirm", "Delete the table")
+		var focused string
+		if err := json.Unmarshal(p.eval(`document.activeElement?.id ?? ''`), &focused); err != nil {
+			t.Fatal(err)
+		}
+		if focused != "confirm-cancel" {
+			t.Errorf("the confirmation opens with the focus on %q, want confirm-cancel", focused)
+		}
+		p.do(chromedp.KeyEvent(kb.Enter))
+		p.do(chromedp.WaitNotPresent(chromedp.CSS("#confirm")))
+		if !slices.Contains(listTableNames(t, e.service), table) {
+			t.Fatalf("Enter in the confirmation deleted the table")
 		}
 	})
 }

@@ -78,6 +78,8 @@ function confirmDialog(text, okLabel) {
     d.addEventListener('close', () => { d.remove(); resolve(false); });
     document.body.append(d);
     d.showModal();
+    // Enter must not destroy: the safe choice has the focus.
+    d.querySelector('#confirm-cancel').focus();
   });
 }
 
