@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
@@ -111,6 +112,57 @@ func TestConsoleConfirmFocusesTheSafeChoice(t *testing.T) {
 		p.do(chromedp.WaitNotPresent(chromedp.CSS("#confirm")))
 		if !slices.Contains(listTableNames(t, e.service), table) {
 			t.Fatalf("Enter in the confirmation deleted the table")
+		}
+	})
+}
+
+// TestConsoleMessagesStayWithTheirView: a message about one view is gone
+// in the next, and in a dialog about something else.
+func TestConsoleMessagesStayWithTheirView(t *testing.T) {
+	t.Parallel()
+	e := newConsoleEnv(t)
+	_, table := e.newTable()
+	atSizes(t, e, true, func(t *testing.T, p *page) {
+		gone := fmt.Sprintf("gone%d", time.Now().UnixNano()%1e9)
+		p.set("#new-table", gone)
+		p.click("#create-table")
+		p.waitText("#message", "Table "+gone+" created")
+		p.click(fmt.Sprintf("#tables tr[data-table=%q] button.delete-table", gone))
+		p.click("#confirm-ok")
+		p.waitText("#message", "Table "+gone+" deleted")
+		p.click(fmt.Sprintf("#tables tr[data-table=%q] button.acl", table))
+		p.do(chromedp.WaitVisible(chromedp.CSS("#acl-dialog")))
+		if p.shown("#message") {
+			t.Errorf("the policies of %s open under %q", table, p.messageNow())
+		}
+		p.click("#acl-dialog button:last-child")
+		p.do(chromedp.WaitNotPresent(chromedp.CSS("#acl-dialog")))
+		p.set("#new-table", gone)
+		p.click("#create-table")
+		p.waitText("#message", "Table "+gone+" created")
+		p.open("#/service")
+		p.do(chromedp.WaitVisible(chromedp.CSS("#cors-add")))
+		if p.shown("#message") {
+			t.Errorf("the service page shows %q", p.messageNow())
+		}
+	})
+}
+
+// TestConsoleCountsInWords: one is singular.
+func TestConsoleCountsInWords(t *testing.T) {
+	t.Parallel()
+	e := newConsoleEnv(t)
+	c, table := e.newTable()
+	if _, err := c.AddEntity(bg, mustJSON(t, map[string]any{"PartitionKey": "p", "RowKey": "r"}), nil); err != nil {
+		t.Fatal(err)
+	}
+	atSizes(t, e, true, func(t *testing.T, p *page) {
+		p.set("#table-prefix", table)
+		p.click("#tables-search button[type=submit]")
+		p.waitText("#tables-count", "1 table shown")
+		p.open("#/t/" + table)
+		if got := p.waitText("#loaded-count", "loaded"); got != "1 entity loaded" {
+			t.Errorf("count %q, want \"1 entity loaded\"", got)
 		}
 	})
 }

@@ -382,7 +382,7 @@ func TestConsoleEditConflict(t *testing.T) {
 		return
 	}
 	p.open("#/t/" + table)
-	p.waitText("#loaded-count", "1 entities loaded")
+	p.waitText("#loaded-count", "1 entity loaded")
 	p.click("#grid tr[data-pk=p] button.edit")
 	p.do(chromedp.WaitVisible(chromedp.CSS("#editor")))
 	p.setProp("Status", "from the console")
@@ -426,7 +426,7 @@ func TestConsoleEditConflict(t *testing.T) {
 
 	// A merge without Count keeps it; a replace without it drops it.
 	for _, mode := range []string{"merge", "replace"} {
-		p.waitText("#loaded-count", "1 entities loaded")
+		p.waitText("#loaded-count", "1 entity loaded")
 		p.do(chromedp.WaitNotPresent(chromedp.CSS("#editor")))
 		p.click("#grid tr[data-pk=p] button.edit")
 		p.do(chromedp.WaitVisible(chromedp.CSS("#editor")))
@@ -621,7 +621,7 @@ func TestConsoleServiceAndPolicies(t *testing.T) {
 	p.set("#acl-rows .acl-row:last-child [name=expiry]", "2036-01-01T00:00:00Z")
 	p.set("#acl-rows .acl-row:last-child [name=permission]", "r")
 	p.click("#acl-save")
-	p.waitText("#message", "Saved 1 access policies of "+table)
+	p.waitText("#message", "Saved 1 access policy of "+table)
 	acl, err := c.GetAccessPolicy(bg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -650,9 +650,9 @@ func TestConsoleServiceAndPolicies(t *testing.T) {
 	p.set("#table-prefix", prefix)
 	p.set("#tables-top", "20")
 	p.click("#tables-search button[type=submit]")
-	p.waitText("#tables-count", "20 table(s) shown")
+	p.waitText("#tables-count", "20 tables shown")
 	p.click("#tables-next")
-	p.waitText("#tables-count", "25 table(s) shown")
+	p.waitText("#tables-count", "25 tables shown")
 	if n := p.count("#tables tbody tr"); n != 25 {
 		t.Errorf("%d tables listed for the prefix, want 25", n)
 	}
@@ -703,7 +703,7 @@ func TestConsolePhone(t *testing.T) {
 	p.do(chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(3)))
 	p.signInWithKey()
 	p.open("#/t/" + table)
-	p.waitText("#loaded-count", "1 entities loaded")
+	p.waitText("#loaded-count", "1 entity loaded")
 	p.click("#grid button.edit")
 	p.do(chromedp.WaitVisible(chromedp.CSS("#editor")))
 	p.shot("phone-editor")

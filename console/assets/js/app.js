@@ -38,6 +38,10 @@ function option(value, label, selected) {
   return h('option', { value, selected: !!selected }, label ?? value);
 }
 
+// A message belongs to the view it was shown in: route() clears it,
+// unless it reports what led to the view being opened (carry).
+let carry = false;
+
 function show(text, isError) {
   const m = $('#message');
   m.textContent = text;
@@ -157,11 +161,18 @@ function signOut() {
   saveAccounts();
   useAccount(state.accounts[0] || null);
   show('Signed out of ' + accountId(cur) + '; its key is forgotten.');
-  go(state.accounts.length ? '#/tables' : '#/signin');
+  go(state.accounts.length ? '#/tables' : '#/signin', true);
 }
 
-// go shows the view of hash, also when it is already the current one.
-function go(hash) {
+/** count writes n things in words: "1 entity", "2 entities". */
+function count(n, one, many) {
+  return `${n} ${n === 1 ? one : many}`;
+}
+
+// go shows the view of hash, also when it is already the current one;
+// with keep, the message shown stays.
+function go(hash, keep) {
+  carry = !!keep;
   if (location.hash === hash) route();
   else location.hash = hash;
 }
@@ -177,6 +188,8 @@ const views = {
 };
 
 function route() {
+  if (!carry) show('');
+  carry = false;
   const [, name = '', ...rest] = location.hash.replace(/^#/, '').split('/');
   let view = views[name] ? name : 'tables';
   if (!currentAccount() && view !== 'signin') view = 'signin';
@@ -202,7 +215,7 @@ function viewSignIn(main) {
     await busy(btn, async () => {
       await addAccount(parse(), form.querySelector('[name=remember]').checked);
       show('Signed in to ' + state.current + '.');
-      go('#/tables');
+      go('#/tables', true);
     });
   };
   const cs = h('form', { id: 'signin-cs', class: 'stack' },
@@ -257,7 +270,7 @@ async function viewTables(main) {
     list.append(...page.names.map(row));
     next = page.next;
     more.disabled = !next;
-    shown.textContent = `${list.children.length} table(s) shown`;
+    shown.textContent = count(list.children.length, 'table', 'tables') + ' shown';
   };
   more.addEventListener('click', () => { more.disabled = true; busy(null, () => load(true)).finally(() => { more.disabled = !next; }); });
   const search = h('form', { class: 'row', id: 'tables-search' }, prefix, size, h('button', { type: 'submit' }, 'Search'));
@@ -293,6 +306,7 @@ async function policiesDialog(table) {
     rows.append(r);
   };
   (await c.getACL(table)).forEach(addRow);
+  show('');
   const d = h('dialog', { id: 'acl-dialog', 'aria-label': 'Access policies' },
     h('h2', {}, `Stored access policies of ${table}`),
     h('p', { class: 'muted' }, 'At most five. Permissions: r (query), a (add), u (update), d (delete).'),
@@ -303,7 +317,7 @@ async function policiesDialog(table) {
         const policies = [...rows.querySelectorAll('.acl-row')].map((r) => Object.fromEntries(
           ['id', 'start', 'expiry', 'permission'].map((k) => [k, r.querySelector(`[name=${k}]`).value.trim()])));
         await c.setACL(table, policies);
-        show(`Saved ${policies.length} access policies of ${table}.`);
+        show(`Saved ${count(policies.length, 'access policy', 'access policies')} of ${table}.`);
         d.close();
       }) }, 'Save'),
       h('button', { type: 'button', onclick: () => d.close() }, 'Close')));
@@ -354,7 +368,7 @@ async function viewEntities(main, table) {
   const filter = h('textarea', { id: 'filter', rows: 2, spellcheck: 'false', placeholder: "$filter, e.g. PartitionKey eq 'p1' and Age gt 30", 'aria-label': '$filter' });
   const select = h('input', { id: 'select', placeholder: '$select: Name,Age (empty: all)', 'aria-label': '$select', size: 30 });
   const top = h('select', { id: 'top', 'aria-label': 'Page size' }, [10, 100, 500, 1000].map((n) => option(String(n), n + ' per page', n === 100)));
-  const count = h('span', { id: 'loaded-count', class: 'muted' }, '');
+  const shown = h('span', { id: 'loaded-count', class: 'muted' }, '');
   const nextBtn = h('button', { type: 'button', id: 'next-page', disabled: true }, 'Next page');
   const thead = h('thead');
   const tbody = h('tbody');
@@ -404,7 +418,7 @@ async function viewEntities(main, table) {
       cols.map((n) => h('th', { 'data-col': n }, n, h('span', { class: 'type' }, types.get(n))))));
   };
   const renderCount = () => {
-    count.textContent = `${loaded.length} entities loaded` + (next ? ' (more available)' : '');
+    shown.textContent = count(loaded.length, 'entity', 'entities') + ' loaded' + (next ? ' (more available)' : '');
     nextBtn.disabled = !next;
   };
   // renderGrid shows loaded[from:] below the rows shown; from 0 builds
@@ -475,19 +489,19 @@ async function viewEntities(main, table) {
     await busy(null, async () => {
       const entities = parseImport(file.name, await file.text());
       const n = await writeAll(c, table, entities);
-      show(`Imported ${n} entities into ${table}.`);
+      show(`Imported ${count(n, 'entity', 'entities')} into ${table}.`);
       await runQuery(false);
     });
   } });
-  const toolbar = h('div', { class: 'row' }, nextBtn, count,
+  const toolbar = h('div', { class: 'row' }, nextBtn, shown,
     h('button', { type: 'button', id: 'add-entity', class: 'primary', onclick: () => editorDialog(table, null, async (obj) => { if (obj) { loaded.push(obj); renderGrid(loaded.length - 1); } }) }, 'Add entity'),
     h('button', { type: 'button', id: 'delete-selected', class: 'danger', onclick: async (ev) => {
       const picked = [...tbody.querySelectorAll('tr')].filter((r) => r.querySelector('input[type=checkbox]').checked).map((r) => loaded[+r.dataset.index]);
       if (!picked.length) { show('Select the entities to delete first.', true); return; }
-      if (!await confirmDialog(`Delete ${picked.length} entities?`, 'Delete')) return;
+      if (!await confirmDialog(`Delete ${count(picked.length, 'entity', 'entities')}?`, 'Delete')) return;
       await busy(ev.target, async () => {
         const n = await deleteAll(c, table, picked);
-        show(`Deleted ${n} entities.`);
+        show(`Deleted ${count(n, 'entity', 'entities')}.`);
         await runQuery(false);
       });
     } }, 'Delete selected'),
@@ -795,7 +809,7 @@ async function viewService(main) {
   saveRaw.addEventListener('click', () => busy(saveRaw, async () => {
     await c.setServiceProperties(raw.value);
     show('Service properties saved.');
-    route();
+    go(location.hash, true);
   }));
   main.append(
     h('fieldset', {}, h('legend', {}, 'CORS rules'),
