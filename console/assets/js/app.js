@@ -344,15 +344,21 @@ async function viewEntities(main, table) {
     const first = qbRows.children.length === 0;
     const r = h('div', { class: 'qb-row' },
       h('select', { name: 'join', 'aria-label': 'And or', disabled: first, hidden: first }, option('and'), option('or')),
-      h('input', { name: 'prop', list: 'columns', placeholder: 'Property', 'aria-label': 'Property' }),
+      h('input', { name: 'prop', list: 'columns', placeholder: 'Property', 'aria-label': 'Property', onchange: (ev) => {
+        // A column of the results has a type: compare as that type.
+        const t = types.get(ev.target.value.trim());
+        if (t && t !== 'mixed') r.querySelector('[name=type]').value = t;
+      } }),
       h('select', { name: 'type', 'aria-label': 'Type' }, edm.TYPES.map((t) => option(t))),
       h('select', { name: 'op', 'aria-label': 'Operator' }, OPS.map(([v, l]) => option(v, l + ' ' + v))),
       h('input', { name: 'value', placeholder: 'Value', 'aria-label': 'Value' }),
       h('button', { type: 'button', 'aria-label': 'Remove condition', onclick: () => { r.remove(); const f = qbRows.firstElementChild; if (f) { f.querySelector('[name=join]').hidden = true; f.querySelector('[name=join]').disabled = true; } } }, '×'));
     qbRows.append(r);
   };
+  let built = null; // the builder's last $filter and its conditions
   const buildFilter = () => {
     const parts = [];
+    const conds = [];
     for (const r of qbRows.children) {
       const v = (n) => r.querySelector(`[name=${n}]`).value;
       const prop = v('prop').trim();
@@ -362,8 +368,10 @@ async function viewEntities(main, table) {
       if (problem) throw new Error(`${prop}: ${problem}.`);
       const cond = `${prop} ${v('op')} ${edm.literal(v('type'), v('value'))}`;
       parts.push(parts.length ? `${v('join')} ${cond}` : cond);
+      conds.push({ prop, type: v('type') });
     }
-    return parts.join(' ');
+    built = { filter: parts.join(' '), conds };
+    return built.filter;
   };
   const filter = h('textarea', { id: 'filter', rows: 2, spellcheck: 'false', placeholder: "$filter, e.g. PartitionKey eq 'p1' and Age gt 30", 'aria-label': '$filter' });
   const select = h('input', { id: 'select', placeholder: '$select: Name,Age (empty: all)', 'aria-label': '$select', size: 30 });
@@ -451,6 +459,16 @@ async function viewEntities(main, table) {
     else loaded.splice(i, 1);
     renderGrid();
   };
+  // hintTypes explains an empty answer to the builder's filter when the
+  // results before held a compared property with another type: 15 as a
+  // String is not the Int32 15.
+  let before = new Map();
+  const hintTypes = () => {
+    if (!built || built.filter !== lastQuery.filter) return;
+    const hints = built.conds.filter((cd) => before.has(cd.prop) && before.get(cd.prop) !== 'mixed' && before.get(cd.prop) !== cd.type)
+      .map((cd) => `${cd.prop} is ${before.get(cd.prop)} in the results loaded before, and the condition compares it as ${cd.type}.`);
+    if (hints.length) show('No entity matched. ' + hints.join(' ') + ' A value matches only a literal of its own type.');
+  };
   let generation = 0; // a new query makes the pages of older ones moot
   const runQuery = async (append) => {
     const gen = append ? generation : ++generation;
@@ -460,6 +478,7 @@ async function viewEntities(main, table) {
       let sel = select.value.replace(/\s+/g, '');
       if (sel) sel = [...new Set(['PartitionKey', 'RowKey', ...sel.split(',').filter(Boolean)])].join(',');
       lastQuery = { filter: filter.value.trim(), select: sel, top: +top.value };
+      before = new Map(types);
       loaded.length = 0;
       next = null;
     }
@@ -469,6 +488,7 @@ async function viewEntities(main, table) {
     loaded.push(...page.entities);
     next = page.next;
     renderGrid(from);
+    if (!append && !loaded.length) hintTypes();
   };
   nextBtn.addEventListener('click', () => { nextBtn.disabled = true; busy(null, () => runQuery(true)).finally(() => { nextBtn.disabled = !next; }); });
 
