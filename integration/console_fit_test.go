@@ -205,3 +205,123 @@ func TestConsoleQueryBuilderTypes(t *testing.T) {
 		}
 	})
 }
+
+// checkboxesBesideLabels fails for each checkbox on the page whose label
+// text does not sit right beside it, on its line.
+func (p *page) checkboxesBesideLabels(where string) {
+	p.t.Helper()
+	var far []string
+	if err := json.Unmarshal(p.eval(`[...document.querySelectorAll('input[type=checkbox]')].filter((cb) => cb.getClientRects().length).flatMap((cb) => {
+		const label = cb.closest('label');
+		if (!label) return [cb.name + ': no label'];
+		const text = [...label.childNodes].find((n) => n.nodeType === 3 && n.textContent.trim());
+		if (!text) return [cb.name + ': no label text'];
+		const range = document.createRange(); range.selectNodeContents(text);
+		const t = range.getClientRects()[0], b = cb.getBoundingClientRect();
+		const gap = t.left - b.right, dy = Math.abs((t.top + t.bottom) / 2 - (b.top + b.bottom) / 2);
+		return gap >= 0 && gap < 16 && dy < 8 ? [] : [cb.name + ' ' + cb.value + ': ' + JSON.stringify(text.textContent.trim()) + ' ' + Math.round(gap) + 'px beside, ' + Math.round(dy) + 'px off its line'];
+	})`), &far); err != nil {
+		p.t.Fatal(err)
+	}
+	for _, f := range far {
+		p.t.Errorf("%s: checkbox %s", where, f)
+	}
+}
+
+// TestConsoleEditorAndPolicyForms: the keys of a stored entity look and
+// act read-only, the editor lists properties as the grid does, stored
+// policies keep their headings, whole timestamps and permission boxes,
+// and every checkbox has its label beside it.
+func TestConsoleEditorAndPolicyForms(t *testing.T) {
+	t.Parallel()
+	e := newConsoleEnv(t)
+	c, table := e.newTable()
+	if _, err := c.AddEntity(bg, mustJSON(t, map[string]any{"PartitionKey": "p", "RowKey": "r", "Zed": "z", "alpha": 1, "Mid": true, "Bee": "b"}), nil); err != nil {
+		t.Fatal(err)
+	}
+	const start, expiry = "2026-01-01T00:00:00.1234567Z", "2036-01-01T00:00:00Z"
+	atSizes(t, e, true, func(t *testing.T, p *page) {
+		p.open("#/t/" + table)
+		p.waitText("#loaded-count", "1 entity loaded")
+		p.click("#grid button.edit")
+		p.do(chromedp.WaitVisible(chromedp.CSS("#editor")))
+		var ed struct {
+			Focus, PKBorder, ValueBorder string
+			PKTab                        int
+			ReadOnly                     bool
+			Editor, Grid                 []string
+		}
+		if err := json.Unmarshal(p.eval(`(() => ({
+			Focus: document.activeElement?.id || document.activeElement?.name || '',
+			PKBorder: getComputedStyle(document.querySelector('#ed-pk')).borderTopColor,
+			ValueBorder: getComputedStyle(document.querySelector('#ed-props [name=value]')).borderTopColor,
+			PKTab: document.querySelector('#ed-pk').tabIndex, ReadOnly: document.querySelector('#ed-pk').readOnly,
+			Editor: [...document.querySelectorAll('#ed-props [name=name]')].map((n) => n.value),
+			Grid: [...document.querySelectorAll('#grid th[data-col]')].map((th) => th.dataset.col).filter((n) => !['PartitionKey', 'RowKey', 'Timestamp'].includes(n)),
+		}))()`), &ed); err != nil {
+			t.Fatal(err)
+		}
+		if !ed.ReadOnly || ed.PKTab >= 0 || ed.PKBorder == ed.ValueBorder || ed.Focus == "ed-pk" || ed.Focus == "ed-rk" {
+			t.Errorf("PartitionKey of a stored entity: read-only %v, tab index %d, border %s like a value's %s, first focus %q",
+				ed.ReadOnly, ed.PKTab, ed.PKBorder, ed.ValueBorder, ed.Focus)
+		}
+		if strings.Join(ed.Editor, ",") != strings.Join(ed.Grid, ",") {
+			t.Errorf("the editor lists %v, the grid %v", ed.Editor, ed.Grid)
+		}
+		p.click("#ed-cancel")
+
+		p.open("#/tables")
+		p.waitText("#tables", table)
+		p.click(fmt.Sprintf("#tables tr[data-table=%q] button.acl", table))
+		p.do(chromedp.WaitVisible(chromedp.CSS("#acl-dialog")))
+		if p.count("#acl-rows .acl-row") == 0 {
+			p.click("#acl-add")
+			p.set("#acl-rows .acl-row:last-child [name=id]", "readers")
+			p.set("#acl-rows .acl-row:last-child [name=start]", start)
+			p.set("#acl-rows .acl-row:last-child [name=expiry]", expiry)
+			p.click("#acl-rows .acl-row:last-child [name=perm][value=r]")
+			p.click("#acl-rows .acl-row:last-child [name=perm][value=u]")
+			p.click("#acl-save")
+			p.waitText("#message", "Saved 1 access policy")
+			p.click(fmt.Sprintf("#tables tr[data-table=%q] button.acl", table))
+			p.do(chromedp.WaitVisible(chromedp.CSS("#acl-rows .acl-row")))
+		}
+		acl, err := c.GetAccessPolicy(bg, nil)
+		if err != nil || len(acl.SignedIdentifiers) != 1 || *acl.SignedIdentifiers[0].AccessPolicy.Permission != "ru" {
+			t.Fatalf("stored policies: %v %+v", err, acl)
+		}
+		row := p.text("#acl-rows .acl-row")
+		for _, h := range []string{"Policy id", "Start", "Expiry", "Permissions"} {
+			if !strings.Contains(row, h) {
+				t.Errorf("a stored policy shows %q, without the heading %s", row, h)
+			}
+		}
+		var times [][3]any
+		if err := json.Unmarshal(p.eval(`['start', 'expiry'].map((n) => { const el = document.querySelector('#acl-rows [name=' + n + ']'); return [el.value, el.scrollWidth, el.clientWidth]; })`), &times); err != nil {
+			t.Fatal(err)
+		}
+		for _, tm := range times {
+			if tm[0] == "" || tm[1].(float64) > tm[2].(float64) {
+				t.Errorf("a timestamp %q is cut off (%v px in %v px)", tm[0], tm[1], tm[2])
+			}
+		}
+		var perms string
+		if err := json.Unmarshal(p.eval(`[...document.querySelectorAll('#acl-rows [name=perm]:checked')].map((cb) => cb.value).join('')`), &perms); err != nil {
+			t.Fatal(err)
+		}
+		if perms != "ru" {
+			t.Errorf("the stored permissions show as %q boxes, want ru", perms)
+		}
+		p.checkboxesBesideLabels("policies")
+		p.click("#acl-dialog .row:last-child button:last-child")
+
+		p.open("#/signin")
+		p.do(chromedp.WaitVisible(chromedp.CSS("#signin-key")))
+		p.checkboxesBesideLabels("sign-in")
+		p.open("#/sas")
+		p.do(chromedp.WaitVisible(chromedp.CSS("#sas-generate")))
+		p.checkboxesBesideLabels("table SAS")
+		p.set("#sas-kind", "account")
+		p.checkboxesBesideLabels("account SAS")
+	})
+}

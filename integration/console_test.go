@@ -619,7 +619,7 @@ func TestConsoleServiceAndPolicies(t *testing.T) {
 	p.set("#acl-rows .acl-row:last-child [name=id]", "readers")
 	p.set("#acl-rows .acl-row:last-child [name=start]", "2026-01-01T00:00:00Z")
 	p.set("#acl-rows .acl-row:last-child [name=expiry]", "2036-01-01T00:00:00Z")
-	p.set("#acl-rows .acl-row:last-child [name=permission]", "r")
+	p.click("#acl-rows .acl-row:last-child [name=perm][value=r]")
 	p.click("#acl-save")
 	p.waitText("#message", "Saved 1 access policy of "+table)
 	acl, err := c.GetAccessPolicy(bg, nil)

@@ -297,11 +297,17 @@ async function policiesDialog(table) {
   const c = state.client;
   const rows = h('div', { id: 'acl-rows' });
   const addRow = (p) => {
+    // Each field keeps its heading once filled; a timestamp shows whole
+    // (up to 7 fractional digits); permissions are boxes, as in the SAS
+    // generator.
+    const time = (name, label) => h('label', { class: 'field' }, label,
+      h('input', { name, value: p[name], placeholder: '2024-01-01T00:00:00Z', size: 28, autocomplete: 'off', spellcheck: 'false' }));
     const r = h('div', { class: 'row acl-row' },
-      h('input', { name: 'id', value: p.id, placeholder: 'Id', 'aria-label': 'Policy id', maxlength: 64 }),
-      h('input', { name: 'start', value: p.start, placeholder: 'Start (2024-01-01T00:00:00Z)', 'aria-label': 'Start' }),
-      h('input', { name: 'expiry', value: p.expiry, placeholder: 'Expiry', 'aria-label': 'Expiry' }),
-      h('input', { name: 'permission', value: p.permission, placeholder: 'raud', 'aria-label': 'Permissions', size: 6 }),
+      h('label', { class: 'field' }, 'Policy id', h('input', { name: 'id', value: p.id, maxlength: 64, size: 16, autocomplete: 'off' })),
+      time('start', 'Start (UTC)'), time('expiry', 'Expiry (UTC)'),
+      h('div', { class: 'row', role: 'group', 'aria-label': 'Permissions' }, 'Permissions',
+        [['r', 'Query (r)'], ['a', 'Add (a)'], ['u', 'Update (u)'], ['d', 'Delete (d)']].map(([v, l]) =>
+          h('label', {}, h('input', { type: 'checkbox', name: 'perm', value: v, checked: (p.permission || '').includes(v) }), l))),
       h('button', { type: 'button', onclick: () => r.remove() }, 'Remove'));
     rows.append(r);
   };
@@ -314,8 +320,10 @@ async function policiesDialog(table) {
     h('div', { class: 'row' },
       h('button', { type: 'button', id: 'acl-add', onclick: () => addRow({ id: '', start: '', expiry: '', permission: '' }) }, 'Add policy'),
       h('button', { type: 'button', id: 'acl-save', class: 'primary', onclick: (ev) => busy(ev.target, async () => {
-        const policies = [...rows.querySelectorAll('.acl-row')].map((r) => Object.fromEntries(
-          ['id', 'start', 'expiry', 'permission'].map((k) => [k, r.querySelector(`[name=${k}]`).value.trim()])));
+        const policies = [...rows.querySelectorAll('.acl-row')].map((r) => ({
+          ...Object.fromEntries(['id', 'start', 'expiry'].map((k) => [k, r.querySelector(`[name=${k}]`).value.trim()])),
+          permission: [...r.querySelectorAll('[name=perm]:checked')].map((cb) => cb.value).join(''),
+        }));
         await c.setACL(table, policies);
         show(`Saved ${count(policies.length, 'access policy', 'access policies')} of ${table}.`);
         d.close();
@@ -542,8 +550,10 @@ function editorDialog(table, obj, done) {
   const isNew = !obj;
   let etag = obj ? obj['odata.etag'] : '';
   const props = h('div', { class: 'props', id: 'ed-props' });
-  const pk = h('input', { id: 'ed-pk', 'aria-label': 'PartitionKey', readOnly: !isNew, autocomplete: 'off' });
-  const rk = h('input', { id: 'ed-rk', 'aria-label': 'RowKey', readOnly: !isNew, autocomplete: 'off' });
+  // The keys of a stored entity cannot change: shown as text, out of
+  // the tab order, so the first focus goes to a value to edit.
+  const pk = h('input', { id: 'ed-pk', 'aria-label': 'PartitionKey', readOnly: !isNew, tabindex: isNew ? null : '-1', autocomplete: 'off' });
+  const rk = h('input', { id: 'ed-rk', 'aria-label': 'RowKey', readOnly: !isNew, tabindex: isNew ? null : '-1', autocomplete: 'off' });
   const errBox = h('p', { id: 'ed-error', class: 'err', role: 'alert' });
   const conflict = h('div', { id: 'ed-conflict', class: 'conflict', hidden: true });
   const addProp = (p) => {
@@ -578,7 +588,9 @@ function editorDialog(table, obj, done) {
     if (!o) { addProp({ name: '', type: 'String', text: '' }); return; }
     const e = edm.fromWire(o);
     etag = e.etag;
-    for (const p of e.props) {
+    // The grid's order: the keys, then the properties by name.
+    const rest = e.props.filter((p) => !edm.isSystem(p.name)).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    for (const p of [...e.props.filter((p) => edm.isSystem(p.name)), ...rest]) {
       if (p.name === 'PartitionKey') pk.value = p.text;
       else if (p.name === 'RowKey') rk.value = p.text;
       else if (p.name !== 'Timestamp') addProp(p);
@@ -668,6 +680,7 @@ function editorDialog(table, obj, done) {
   d.addEventListener('close', () => d.remove());
   document.body.append(d);
   d.showModal();
+  (isNew ? pk : props.querySelector('[name=value]') || save).focus();
 }
 
 // groupByPartition splits entities into groups of one partition of at
