@@ -261,3 +261,67 @@ func jsString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
+
+// consoleSizes are the screens every console test runs at: a phone (at
+// its device pixel ratio) and a laptop.
+var consoleSizes = []struct {
+	name  string
+	w, h  int
+	scale float64
+}{{"390x844", 390, 844, 3}, {"1280x800", 1280, 800, 1}}
+
+// atSizes runs f in a subtest at each of consoleSizes, each with a
+// Chromium of its own, signed in when signIn is set. The subtests run one
+// after the other so that what one measures does not share the CPU with
+// the other.
+func atSizes(t *testing.T, e *env, signIn bool, f func(t *testing.T, p *page)) {
+	t.Helper()
+	for _, s := range consoleSizes {
+		t.Run(s.name, func(t *testing.T) {
+			p := newPage(t, e, s.w, s.h)
+			if p == nil {
+				return
+			}
+			p.do(chromedp.EmulateViewport(int64(s.w), int64(s.h), chromedp.EmulateScale(s.scale)))
+			if signIn {
+				p.signInWithKey()
+			}
+			f(t, p)
+		})
+	}
+}
+
+// renderTime clicks sel and returns the milliseconds from the moment the
+// page holds the answer to its entity query (the body read) to the frame
+// after the first one at which #loaded-count shows want: the rows are in
+// the DOM, laid out and painted. The page's code is not involved, so the
+// same measurement runs on any version of it.
+func (p *page) renderTime(sel, want string) float64 {
+	p.t.Helper()
+	p.eval(fmt.Sprintf(`(() => {
+		const want = %s;
+		const read = Response.prototype.text;
+		let t0 = 0;
+		Response.prototype.text = function () {
+			const r = read.call(this);
+			if (/\(\)(\?|$)/.test(this.url)) r.then(() => { t0 = performance.now(); });
+			return r;
+		};
+		window.__rendered = new Promise((resolve) => {
+			const tick = () => {
+				if (t0 && (document.querySelector('#loaded-count')?.textContent ?? '').includes(want)) {
+					Response.prototype.text = read;
+					// The frame after: this one's layout and paint are done.
+					requestAnimationFrame(() => resolve(performance.now() - t0));
+				} else requestAnimationFrame(tick);
+			};
+			requestAnimationFrame(tick);
+		});
+		return true; })()`, jsString(want)))
+	p.click(sel)
+	var ms float64
+	if err := json.Unmarshal(p.eval(`window.__rendered`), &ms); err != nil {
+		p.t.Fatal(err)
+	}
+	return ms
+}

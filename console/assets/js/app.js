@@ -27,9 +27,20 @@ function h(tag, attrs, ...children) {
 
 const $ = (sel, root = document) => root.querySelector(sel);
 
+const ESC = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
+
+/** esc escapes text for HTML, in content and in quoted attributes. */
+function esc(text) {
+  return String(text).replace(/[&<>"']/g, (c) => ESC[c]);
+}
+
 function option(value, label, selected) {
   return h('option', { value, selected: !!selected }, label ?? value);
 }
+
+// A message belongs to the view it was shown in: route() clears it,
+// unless it reports what led to the view being opened (carry).
+let carry = false;
 
 function show(text, isError) {
   const m = $('#message');
@@ -71,6 +82,8 @@ function confirmDialog(text, okLabel) {
     d.addEventListener('close', () => { d.remove(); resolve(false); });
     document.body.append(d);
     d.showModal();
+    // Enter must not destroy: the safe choice has the focus.
+    d.querySelector('#confirm-cancel').focus();
   });
 }
 
@@ -148,11 +161,18 @@ function signOut() {
   saveAccounts();
   useAccount(state.accounts[0] || null);
   show('Signed out of ' + accountId(cur) + '; its key is forgotten.');
-  go(state.accounts.length ? '#/tables' : '#/signin');
+  go(state.accounts.length ? '#/tables' : '#/signin', true);
 }
 
-// go shows the view of hash, also when it is already the current one.
-function go(hash) {
+/** count writes n things in words: "1 entity", "2 entities". */
+function count(n, one, many) {
+  return `${n} ${n === 1 ? one : many}`;
+}
+
+// go shows the view of hash, also when it is already the current one;
+// with keep, the message shown stays.
+function go(hash, keep) {
+  carry = !!keep;
   if (location.hash === hash) route();
   else location.hash = hash;
 }
@@ -168,6 +188,8 @@ const views = {
 };
 
 function route() {
+  if (!carry) show('');
+  carry = false;
   const [, name = '', ...rest] = location.hash.replace(/^#/, '').split('/');
   let view = views[name] ? name : 'tables';
   if (!currentAccount() && view !== 'signin') view = 'signin';
@@ -193,7 +215,7 @@ function viewSignIn(main) {
     await busy(btn, async () => {
       await addAccount(parse(), form.querySelector('[name=remember]').checked);
       show('Signed in to ' + state.current + '.');
-      go('#/tables');
+      go('#/tables', true);
     });
   };
   const cs = h('form', { id: 'signin-cs', class: 'stack' },
@@ -248,7 +270,7 @@ async function viewTables(main) {
     list.append(...page.names.map(row));
     next = page.next;
     more.disabled = !next;
-    shown.textContent = `${list.children.length} table(s) shown`;
+    shown.textContent = count(list.children.length, 'table', 'tables') + ' shown';
   };
   more.addEventListener('click', () => { more.disabled = true; busy(null, () => load(true)).finally(() => { more.disabled = !next; }); });
   const search = h('form', { class: 'row', id: 'tables-search' }, prefix, size, h('button', { type: 'submit' }, 'Search'));
@@ -275,15 +297,22 @@ async function policiesDialog(table) {
   const c = state.client;
   const rows = h('div', { id: 'acl-rows' });
   const addRow = (p) => {
+    // Each field keeps its heading once filled; a timestamp shows whole
+    // (up to 7 fractional digits); permissions are boxes, as in the SAS
+    // generator.
+    const time = (name, label) => h('label', { class: 'field' }, label,
+      h('input', { name, value: p[name], placeholder: '2024-01-01T00:00:00Z', size: 28, autocomplete: 'off', spellcheck: 'false' }));
     const r = h('div', { class: 'row acl-row' },
-      h('input', { name: 'id', value: p.id, placeholder: 'Id', 'aria-label': 'Policy id', maxlength: 64 }),
-      h('input', { name: 'start', value: p.start, placeholder: 'Start (2024-01-01T00:00:00Z)', 'aria-label': 'Start' }),
-      h('input', { name: 'expiry', value: p.expiry, placeholder: 'Expiry', 'aria-label': 'Expiry' }),
-      h('input', { name: 'permission', value: p.permission, placeholder: 'raud', 'aria-label': 'Permissions', size: 6 }),
+      h('label', { class: 'field' }, 'Policy id', h('input', { name: 'id', value: p.id, maxlength: 64, size: 16, autocomplete: 'off' })),
+      time('start', 'Start (UTC)'), time('expiry', 'Expiry (UTC)'),
+      h('div', { class: 'row', role: 'group', 'aria-label': 'Permissions' }, 'Permissions',
+        [['r', 'Query (r)'], ['a', 'Add (a)'], ['u', 'Update (u)'], ['d', 'Delete (d)']].map(([v, l]) =>
+          h('label', {}, h('input', { type: 'checkbox', name: 'perm', value: v, checked: (p.permission || '').includes(v) }), l))),
       h('button', { type: 'button', onclick: () => r.remove() }, 'Remove'));
     rows.append(r);
   };
   (await c.getACL(table)).forEach(addRow);
+  show('');
   const d = h('dialog', { id: 'acl-dialog', 'aria-label': 'Access policies' },
     h('h2', {}, `Stored access policies of ${table}`),
     h('p', { class: 'muted' }, 'At most five. Permissions: r (query), a (add), u (update), d (delete).'),
@@ -291,10 +320,12 @@ async function policiesDialog(table) {
     h('div', { class: 'row' },
       h('button', { type: 'button', id: 'acl-add', onclick: () => addRow({ id: '', start: '', expiry: '', permission: '' }) }, 'Add policy'),
       h('button', { type: 'button', id: 'acl-save', class: 'primary', onclick: (ev) => busy(ev.target, async () => {
-        const policies = [...rows.querySelectorAll('.acl-row')].map((r) => Object.fromEntries(
-          ['id', 'start', 'expiry', 'permission'].map((k) => [k, r.querySelector(`[name=${k}]`).value.trim()])));
+        const policies = [...rows.querySelectorAll('.acl-row')].map((r) => ({
+          ...Object.fromEntries(['id', 'start', 'expiry'].map((k) => [k, r.querySelector(`[name=${k}]`).value.trim()])),
+          permission: [...r.querySelectorAll('[name=perm]:checked')].map((cb) => cb.value).join(''),
+        }));
         await c.setACL(table, policies);
-        show(`Saved ${policies.length} access policies of ${table}.`);
+        show(`Saved ${count(policies.length, 'access policy', 'access policies')} of ${table}.`);
         d.close();
       }) }, 'Save'),
       h('button', { type: 'button', onclick: () => d.close() }, 'Close')));
@@ -321,15 +352,21 @@ async function viewEntities(main, table) {
     const first = qbRows.children.length === 0;
     const r = h('div', { class: 'qb-row' },
       h('select', { name: 'join', 'aria-label': 'And or', disabled: first, hidden: first }, option('and'), option('or')),
-      h('input', { name: 'prop', list: 'columns', placeholder: 'Property', 'aria-label': 'Property' }),
+      h('input', { name: 'prop', list: 'columns', placeholder: 'Property', 'aria-label': 'Property', onchange: (ev) => {
+        // A column of the results has a type: compare as that type.
+        const t = types.get(ev.target.value.trim());
+        if (t && t !== 'mixed') r.querySelector('[name=type]').value = t;
+      } }),
       h('select', { name: 'type', 'aria-label': 'Type' }, edm.TYPES.map((t) => option(t))),
       h('select', { name: 'op', 'aria-label': 'Operator' }, OPS.map(([v, l]) => option(v, l + ' ' + v))),
       h('input', { name: 'value', placeholder: 'Value', 'aria-label': 'Value' }),
       h('button', { type: 'button', 'aria-label': 'Remove condition', onclick: () => { r.remove(); const f = qbRows.firstElementChild; if (f) { f.querySelector('[name=join]').hidden = true; f.querySelector('[name=join]').disabled = true; } } }, '×'));
     qbRows.append(r);
   };
+  let built = null; // the builder's last $filter and its conditions
   const buildFilter = () => {
     const parts = [];
+    const conds = [];
     for (const r of qbRows.children) {
       const v = (n) => r.querySelector(`[name=${n}]`).value;
       const prop = v('prop').trim();
@@ -339,56 +376,106 @@ async function viewEntities(main, table) {
       if (problem) throw new Error(`${prop}: ${problem}.`);
       const cond = `${prop} ${v('op')} ${edm.literal(v('type'), v('value'))}`;
       parts.push(parts.length ? `${v('join')} ${cond}` : cond);
+      conds.push({ prop, type: v('type') });
     }
-    return parts.join(' ');
+    built = { filter: parts.join(' '), conds };
+    return built.filter;
   };
   const filter = h('textarea', { id: 'filter', rows: 2, spellcheck: 'false', placeholder: "$filter, e.g. PartitionKey eq 'p1' and Age gt 30", 'aria-label': '$filter' });
   const select = h('input', { id: 'select', placeholder: '$select: Name,Age (empty: all)', 'aria-label': '$select', size: 30 });
   const top = h('select', { id: 'top', 'aria-label': 'Page size' }, [10, 100, 500, 1000].map((n) => option(String(n), n + ' per page', n === 100)));
-  const count = h('span', { id: 'loaded-count', class: 'muted' }, '');
+  const shown = h('span', { id: 'loaded-count', class: 'muted' }, '');
   const nextBtn = h('button', { type: 'button', id: 'next-page', disabled: true }, 'Next page');
   const thead = h('thead');
   const tbody = h('tbody');
   const grid = h('table', { class: 'data', id: 'grid' }, thead, tbody);
 
-  const renderGrid = () => {
-    const names = [];
-    const types = new Map();
-    for (const obj of loaded) {
-      for (const p of edm.fromWire(obj).props) {
-        if (!types.has(p.name)) { types.set(p.name, p.type); names.push(p.name); }
-        else if (types.get(p.name) !== p.type) types.set(p.name, 'mixed');
+  // The grid's columns: the keys and Timestamp, then the others by name;
+  // types maps each to its type, or 'mixed'. A page is appended as the
+  // rows of its entities alone, built as one string of escaped HTML; the
+  // whole grid is built again only when a page brings a new column.
+  let cols = [];
+  const types = new Map();
+  const parsed = new WeakMap(); // wire object -> edm.fromWire of it
+  const propsOf = (obj) => {
+    let e = parsed.get(obj);
+    if (!e) { e = edm.fromWire(obj); parsed.set(obj, e); }
+    return e.props;
+  };
+  // learn adds the types of objs; true when a column is new.
+  const learn = (objs) => {
+    let added = false;
+    for (const obj of objs) {
+      for (const p of propsOf(obj)) {
+        const known = types.get(p.name);
+        if (known === undefined) { types.set(p.name, p.type); added = true; } else if (known !== p.type) types.set(p.name, 'mixed');
       }
     }
-    const sys = names.filter(edm.isSystem);
-    const rest = names.filter((n) => !edm.isSystem(n)).sort();
-    const cols = [...sys, ...rest];
+    return added;
+  };
+  const rowHTML = (obj, i) => {
+    const byName = new Map(propsOf(obj).map((p) => [p.name, p]));
+    let html = `<tr data-index="${i}" data-pk="${esc(obj.PartitionKey)}" data-rk="${esc(obj.RowKey)}">` +
+      `<td><input type="checkbox" aria-label="Select row ${i + 1}"></td><td><button type="button" class="edit">Edit</button></td>`;
+    for (const n of cols) {
+      const p = byName.get(n);
+      html += p ? `<td title="${esc(p.type + ': ' + p.text)}" data-type="${esc(p.type)}">${esc(p.text)}</td>` : '<td></td>';
+    }
+    return html + '</tr>';
+  };
+  const renderHead = () => {
+    const names = [...types.keys()];
+    cols = [...names.filter(edm.isSystem), ...names.filter((n) => !edm.isSystem(n)).sort()];
     columns.replaceChildren(...cols.map((n) => option(n)));
     const all = h('input', { type: 'checkbox', id: 'select-all', 'aria-label': 'Select all', onchange: (ev) => {
       for (const cb of tbody.querySelectorAll('input[type=checkbox]')) cb.checked = ev.target.checked;
     } });
     thead.replaceChildren(h('tr', {}, h('th', {}, all), h('th', {}, ''),
       cols.map((n) => h('th', { 'data-col': n }, n, h('span', { class: 'type' }, types.get(n))))));
-    tbody.replaceChildren(...loaded.map((obj, i) => {
-      const e = edm.fromWire(obj);
-      const byName = new Map(e.props.map((p) => [p.name, p]));
-      return h('tr', { 'data-index': i, 'data-pk': obj.PartitionKey, 'data-rk': obj.RowKey },
-        h('td', {}, h('input', { type: 'checkbox', 'aria-label': 'Select row ' + (i + 1) })),
-        h('td', {}, h('button', { type: 'button', class: 'edit', onclick: () => editorDialog(table, obj, reloadRow(i)) }, 'Edit')),
-        cols.map((n) => {
-          const p = byName.get(n);
-          return p ? h('td', { title: p.type + ': ' + p.text, 'data-type': p.type }, p.text) : h('td', {});
-        }));
-    }));
-    count.textContent = `${loaded.length} entities loaded` + (next ? ' (more available)' : '');
+  };
+  const renderCount = () => {
+    shown.textContent = count(loaded.length, 'entity', 'entities') + ' loaded' + (next ? ' (more available)' : '');
     nextBtn.disabled = !next;
   };
+  // renderGrid shows loaded[from:] below the rows shown; from 0 builds
+  // the grid anew.
+  const renderGrid = (from = 0) => {
+    if (from === 0) types.clear();
+    if (learn(loaded.slice(from)) || from === 0) {
+      from = 0;
+      renderHead();
+      tbody.textContent = '';
+    } else {
+      // A type that became mixed shows in the heading.
+      for (const th of thead.querySelectorAll('th[data-col]')) th.lastChild.textContent = types.get(th.dataset.col);
+    }
+    let html = '';
+    for (let i = from; i < loaded.length; i++) html += rowHTML(loaded[i], i);
+    tbody.insertAdjacentHTML('beforeend', html);
+    renderCount();
+  };
+  tbody.addEventListener('click', (ev) => {
+    const b = ev.target.closest('button.edit');
+    if (!b) return;
+    const i = +b.closest('tr').dataset.index;
+    editorDialog(table, loaded[i], reloadRow(i));
+  });
   // reloadRow returns what the editor calls after a write: the row shows
   // the entity as now stored (or goes, once deleted).
   const reloadRow = (i) => async (obj) => {
     if (obj) loaded[i] = obj;
     else loaded.splice(i, 1);
     renderGrid();
+  };
+  // hintTypes explains an empty answer to the builder's filter when the
+  // results before held a compared property with another type: 15 as a
+  // String is not the Int32 15.
+  let before = new Map();
+  const hintTypes = () => {
+    if (!built || built.filter !== lastQuery.filter) return;
+    const hints = built.conds.filter((cd) => before.has(cd.prop) && before.get(cd.prop) !== 'mixed' && before.get(cd.prop) !== cd.type)
+      .map((cd) => `${cd.prop} is ${before.get(cd.prop)} in the results loaded before, and the condition compares it as ${cd.type}.`);
+    if (hints.length) show('No entity matched. ' + hints.join(' ') + ' A value matches only a literal of its own type.');
   };
   let generation = 0; // a new query makes the pages of older ones moot
   const runQuery = async (append) => {
@@ -399,14 +486,17 @@ async function viewEntities(main, table) {
       let sel = select.value.replace(/\s+/g, '');
       if (sel) sel = [...new Set(['PartitionKey', 'RowKey', ...sel.split(',').filter(Boolean)])].join(',');
       lastQuery = { filter: filter.value.trim(), select: sel, top: +top.value };
+      before = new Map(types);
       loaded.length = 0;
       next = null;
     }
     const page = await c.queryEntities(table, { ...lastQuery, next: append ? next : null });
     if (gen !== generation) return;
+    const from = loaded.length;
     loaded.push(...page.entities);
     next = page.next;
-    renderGrid();
+    renderGrid(from);
+    if (!append && !loaded.length) hintTypes();
   };
   nextBtn.addEventListener('click', () => { nextBtn.disabled = true; busy(null, () => runQuery(true)).finally(() => { nextBtn.disabled = !next; }); });
 
@@ -427,19 +517,19 @@ async function viewEntities(main, table) {
     await busy(null, async () => {
       const entities = parseImport(file.name, await file.text());
       const n = await writeAll(c, table, entities);
-      show(`Imported ${n} entities into ${table}.`);
+      show(`Imported ${count(n, 'entity', 'entities')} into ${table}.`);
       await runQuery(false);
     });
   } });
-  const toolbar = h('div', { class: 'row' }, nextBtn, count,
-    h('button', { type: 'button', id: 'add-entity', class: 'primary', onclick: () => editorDialog(table, null, async (obj) => { if (obj) { loaded.push(obj); renderGrid(); } }) }, 'Add entity'),
+  const toolbar = h('div', { class: 'row' }, nextBtn, shown,
+    h('button', { type: 'button', id: 'add-entity', class: 'primary', onclick: () => editorDialog(table, null, async (obj) => { if (obj) { loaded.push(obj); renderGrid(loaded.length - 1); } }) }, 'Add entity'),
     h('button', { type: 'button', id: 'delete-selected', class: 'danger', onclick: async (ev) => {
       const picked = [...tbody.querySelectorAll('tr')].filter((r) => r.querySelector('input[type=checkbox]').checked).map((r) => loaded[+r.dataset.index]);
       if (!picked.length) { show('Select the entities to delete first.', true); return; }
-      if (!await confirmDialog(`Delete ${picked.length} entities?`, 'Delete')) return;
+      if (!await confirmDialog(`Delete ${count(picked.length, 'entity', 'entities')}?`, 'Delete')) return;
       await busy(ev.target, async () => {
         const n = await deleteAll(c, table, picked);
-        show(`Deleted ${n} entities.`);
+        show(`Deleted ${count(n, 'entity', 'entities')}.`);
         await runQuery(false);
       });
     } }, 'Delete selected'),
@@ -460,8 +550,10 @@ function editorDialog(table, obj, done) {
   const isNew = !obj;
   let etag = obj ? obj['odata.etag'] : '';
   const props = h('div', { class: 'props', id: 'ed-props' });
-  const pk = h('input', { id: 'ed-pk', 'aria-label': 'PartitionKey', readOnly: !isNew, autocomplete: 'off' });
-  const rk = h('input', { id: 'ed-rk', 'aria-label': 'RowKey', readOnly: !isNew, autocomplete: 'off' });
+  // The keys of a stored entity cannot change: shown as text, out of
+  // the tab order, so the first focus goes to a value to edit.
+  const pk = h('input', { id: 'ed-pk', 'aria-label': 'PartitionKey', readOnly: !isNew, tabindex: isNew ? null : '-1', autocomplete: 'off' });
+  const rk = h('input', { id: 'ed-rk', 'aria-label': 'RowKey', readOnly: !isNew, tabindex: isNew ? null : '-1', autocomplete: 'off' });
   const errBox = h('p', { id: 'ed-error', class: 'err', role: 'alert' });
   const conflict = h('div', { id: 'ed-conflict', class: 'conflict', hidden: true });
   const addProp = (p) => {
@@ -496,7 +588,9 @@ function editorDialog(table, obj, done) {
     if (!o) { addProp({ name: '', type: 'String', text: '' }); return; }
     const e = edm.fromWire(o);
     etag = e.etag;
-    for (const p of e.props) {
+    // The grid's order: the keys, then the properties by name.
+    const rest = e.props.filter((p) => !edm.isSystem(p.name)).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    for (const p of [...e.props.filter((p) => edm.isSystem(p.name)), ...rest]) {
       if (p.name === 'PartitionKey') pk.value = p.text;
       else if (p.name === 'RowKey') rk.value = p.text;
       else if (p.name !== 'Timestamp') addProp(p);
@@ -586,6 +680,7 @@ function editorDialog(table, obj, done) {
   d.addEventListener('close', () => d.remove());
   document.body.append(d);
   d.showModal();
+  (isNew ? pk : props.querySelector('[name=value]') || save).focus();
 }
 
 // groupByPartition splits entities into groups of one partition of at
@@ -747,7 +842,7 @@ async function viewService(main) {
   saveRaw.addEventListener('click', () => busy(saveRaw, async () => {
     await c.setServiceProperties(raw.value);
     show('Service properties saved.');
-    route();
+    go(location.hash, true);
   }));
   main.append(
     h('fieldset', {}, h('legend', {}, 'CORS rules'),
