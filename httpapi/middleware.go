@@ -73,11 +73,18 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 			return next(c)
 		}
 		start := time.Now()
-		r = withOrigin(r, s.cfg.TrustedProxies)
+		// The request's state and its time bound go into one new context
+		// and one copy of the request (withOrigin's work, inline).
+		st := &reqState{origin: resolveOrigin(r, s.cfg.TrustedProxies), op: labelUnknown}
+		ctx := context.WithValue(r.Context(), originKey{}, st)
 		if s.cfg.RequestTimeout > 0 {
-			ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, s.cfg.RequestTimeout)
 			defer cancel()
-			r = r.WithContext(ctx)
+		}
+		r = r.WithContext(ctx)
+		if st.origin.host != "" {
+			r.Host = st.origin.host
 		}
 		c.SetRequest(r)
 
@@ -107,11 +114,7 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 				recordTarget(r, t, query)
 			}
 		}
-		op, account, table := labelUnknown, "", ""
-		st := stateOf(r)
-		if st != nil {
-			op, account, table = st.op, st.account, st.table
-		}
+		op, account, table := st.op, st.account, st.table
 		elapsed := time.Since(start)
 		status := resp.Status
 		m.request(op, status, elapsed.Seconds())
