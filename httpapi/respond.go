@@ -133,9 +133,15 @@ func (rq *request) writeBody(status int, fill func([]byte) []byte) error {
 	return err
 }
 
+// dataServiceVersionKey is http.CanonicalHeaderKey("DataServiceVersion"),
+// the key Header.Set would use (and net/http writes).
+const dataServiceVersionKey = "Dataserviceversion"
+
 // writeJSON sends a JSON body in the negotiated format.
 func (rq *request) writeJSON(status int, body []byte) error {
-	rq.header().Set("DataServiceVersion", "3.0;")
+	// The key in the canonical form Header.Set would make of
+	// DataServiceVersion, without the work and the allocation of making it.
+	rq.header()[dataServiceVersionKey] = []string{"3.0;"}
 	return rq.c.Blob(status, rq.format.ContentType(), body)
 }
 
