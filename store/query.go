@@ -86,7 +86,11 @@ func (s *Store) QueryEntities(ctx context.Context, account, table string, q Enti
 	}
 	deadline := s.now().Add(s.opts.ScanBudget)
 	first, cancel := context.WithTimeout(ctx, s.opts.ScanFirst)
-	page, err := s.pageOf(first, account, table, q)
+	pageOf := s.pageOf
+	if s.acrossPartitions(q) {
+		pageOf = s.acrossPage
+	}
+	page, err := pageOf(first, account, table, q)
 	cancel()
 	switch {
 	case err == nil:
@@ -207,8 +211,13 @@ func (q *EntityQuery) appendPartition(distributed bool, account, table string, s
 // key of the one after them. When the statement fails midway, the page
 // holds what arrived before, in order, along with the error.
 func (s *Store) runPage(ctx context.Context, top int, sql string, args []any) (*EntityPage, error) {
+	return runPageOn(ctx, s.pool, top, sql, args)
+}
+
+// runPageOn is runPage on a given connection or transaction.
+func runPageOn(ctx context.Context, db querier, top int, sql string, args []any) (*EntityPage, error) {
 	page := &EntityPage{Entities: make([]odata.Entity, 0, min(top, 64))}
-	rows, err := s.pool.Query(ctx, sql, args...)
+	rows, err := db.Query(ctx, sql, args...)
 	if err != nil {
 		return page, classify(fmt.Errorf("query entities: %w", err))
 	}

@@ -50,6 +50,7 @@ type config struct {
 	comparePreload         int
 	reps                   int
 	serverPID              int
+	dbURL, dbPIDs          string
 	jsonOut                string
 	progress               time.Duration
 	skipPgtables           bool
@@ -81,7 +82,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.count, "n", 0, "operations per repetition instead of a duration")
 	fs.DurationVar(&c.warmup, "warmup", 2*time.Second, "untimed warm-up before each repetition")
 	fs.IntVar(&c.reps, "reps", 3, "repetitions; the median is reported")
-	fs.IntVar(&c.serverPID, "server-pid", 0, "PID of the pgtables server, to report its peak resident memory per scenario")
+	fs.IntVar(&c.serverPID, "server-pid", 0, "PID of the pgtables server, to report its CPU per operation and peak resident memory (0: the local process listening on the endpoint's port, if any)")
+	fs.StringVar(&c.dbURL, "db-url", "", "database whose PostgreSQL processes' CPU is reported (on Citus, every node's); empty: -sql-url")
+	fs.StringVar(&c.dbPIDs, "db-pids", "", "instead of -db-url, the postmasters whose process trees' CPU is reported: name=pid,... ")
 	fs.StringVar(&c.jsonOut, "json", "", "also write the results as JSON to this file (- for stdout)")
 	fs.DurationVar(&c.progress, "progress", 5*time.Second, "interval of progress lines on stderr (0: none)")
 	fs.BoolVar(&c.skipPgtables, "sql-only", false, "run the SQL ceiling only")
@@ -123,6 +126,12 @@ type result struct {
 	Repetitions    []float64 `json:"repetitions_ops_per_sec"`
 	RepetitionsP99 []float64 `json:"repetitions_p99_ms"`
 	PeakRSSBytes   int64     `json:"peak_rss_bytes,omitempty"`
+	// CPUPerOp is the server side's CPU in microseconds per operation over
+	// all timed repetitions, per process group (pgtables, postgres, or on
+	// Citus coordinator and worker:PORT) and in all ("total");
+	// CPUPerEntity the same per entity written or read.
+	CPUPerOp     map[string]float64 `json:"cpu_us_per_op,omitempty"`
+	CPUPerEntity map[string]float64 `json:"cpu_us_per_entity,omitempty"`
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -174,10 +183,30 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		settle = sb.settle
 		backends = append(backends, sb)
 	}
+	dbURL := cfg.dbURL
+	if dbURL == "" {
+		dbURL = cfg.sqlURL
+	}
+	endpoint := cfg.endpoint
+	if cfg.skipPgtables {
+		endpoint = ""
+	}
+	watch, err := newCPUWatch(ctx, cfg.serverPID, endpoint, dbURL, cfg.dbPIDs)
+	if err != nil {
+		return err
+	}
+	for _, g := range watch.groupsOrNil() {
+		if g.name == "pgtables" && cfg.serverPID == 0 {
+			cfg.serverPID = g.pid // found by its port: report its memory too
+		}
+	}
+	if watch != nil && cfg.progress > 0 {
+		fmt.Fprintf(stderr, "counting the CPU of %s\n", watch.describe())
+	}
 	var results []result
 	failed := false
 	for _, sc := range list {
-		rs, err := runScenario(ctx, cfg, sc, backends, settle, stderr)
+		rs, err := runScenario(ctx, cfg, sc, backends, settle, watch, stderr)
 		if err != nil {
 			return fmt.Errorf("%s: %w", sc.name, err)
 		}
@@ -189,8 +218,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		results = append(results, rs...)
 	}
 	printResults(stdout, cfg, results)
+	printCPU(stdout, watch, results)
 	if cfg.jsonOut != "" {
-		out := map[string]any{"concurrency": cfg.concurrency, "preload": cfg.preload, "compare_preload": cfg.comparePreload, "duration": cfg.duration.String(), "count": cfg.count, "repetitions": cfg.reps, "results": results}
+		out := map[string]any{"cpu_processes": watch.describe(), "concurrency": cfg.concurrency, "preload": cfg.preload, "compare_preload": cfg.comparePreload, "duration": cfg.duration.String(), "count": cfg.count, "repetitions": cfg.reps, "results": results}
 		b, _ := json.MarshalIndent(out, "", "  ")
 		if cfg.jsonOut == "-" {
 			fmt.Fprintln(stdout, string(b))
@@ -213,7 +243,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // backend, and their repetitions alternate too, for the same reason: the
 // comparison of a large table with a small one must not take in how the
 // machine changed between a run on one and a later run on the other.
-func runScenario(ctx context.Context, cfg *config, sc scenario, backends []backend, settle func(context.Context) error, stderr io.Writer) ([]result, error) {
+func runScenario(ctx context.Context, cfg *config, sc scenario, backends []backend, settle func(context.Context) error, watch *cpuWatch, stderr io.Writer) ([]result, error) {
 	sizes := []int{cfg.preload}
 	if sc.preload && cfg.comparePreload > 0 {
 		sizes = []int{cfg.comparePreload, cfg.preload}
@@ -258,6 +288,8 @@ func runScenario(ctx context.Context, cfg *config, sc scenario, backends []backe
 	}
 	res := make([]result, len(vs))
 	reps := make([][]rep, len(vs))
+	cpu := make([]cpuTotals, len(vs))
+	opsAll := make([]int64, len(vs))
 	var rss *rssSampler
 	for j, v := range vs {
 		res[j] = result{Scenario: sc.name, Backend: v.b.name()}
@@ -277,7 +309,10 @@ func runScenario(ctx context.Context, cfg *config, sc scenario, backends []backe
 			if len(sizes) > 1 {
 				label = fmt.Sprintf("%s on %s with %d entities, repetition %d/%d", sc.name, v.b.name(), v.data.total(), i+1, cfg.reps)
 			}
+			before := watch.sample()
 			lat, elapsed := phase(ctx, cfg, sc, v.b, v.data, fmt.Sprintf("r%d", i), cfg.duration, cfg.count, &progressPrinter{w: stderr, label: label, every: cfg.progress}, &res[j])
+			cpu[j].add(watch, before, watch.sample())
+			opsAll[j] += int64(len(lat))
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
@@ -301,9 +336,13 @@ func runScenario(ctx context.Context, cfg *config, sc scenario, backends []backe
 		med := reps[j][len(reps[j])/2]
 		res[j].OpsPerSec, res[j].Ops = med.opsPerSec, med.ops
 		res[j].EntitiesPerSec = med.opsPerSec
+		perOp := 1
 		if sc.entities != nil {
-			res[j].EntitiesPerSec *= float64(sc.entities(v.data))
+			perOp = sc.entities(v.data)
+			res[j].EntitiesPerSec *= float64(perOp)
 		}
+		res[j].CPUPerOp = cpu[j].perUnit(float64(opsAll[j]))
+		res[j].CPUPerEntity = cpu[j].perUnit(float64(opsAll[j]) * float64(perOp))
 		res[j].P50, res[j].P95, res[j].P99 = percentile(med.lat, 0.50), percentile(med.lat, 0.95), percentile(med.lat, 0.99)
 	}
 	return res, nil
@@ -510,6 +549,40 @@ func compareSizes(cfg *config, results []result) []string {
 		}
 	}
 	return lines
+}
+
+// printCPU shows the server side's CPU per operation (per entity for the
+// scenarios whose operations hold many), in all and per process group.
+func printCPU(w io.Writer, watch *cpuWatch, results []result) {
+	if watch == nil {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := "scenario\tbackend\tunit\tCPU µs total"
+	for _, g := range watch.groups {
+		head += "\t" + g.name
+	}
+	fmt.Fprintln(tw, head+"\t")
+	for _, r := range results {
+		m, unit := r.CPUPerOp, "op"
+		if r.CPUPerEntity != nil && r.CPUPerEntity["total"] != m["total"] {
+			m, unit = r.CPUPerEntity, "entity"
+		}
+		if m == nil {
+			continue
+		}
+		name := r.Scenario
+		if r.Preload > 0 {
+			name = fmt.Sprintf("%s (%d)", r.Scenario, r.Preload)
+		}
+		line := fmt.Sprintf("%s\t%s\t%s\t%.1f", name, r.Backend, unit, m["total"])
+		for _, g := range watch.groups {
+			line += fmt.Sprintf("\t%.1f", m[g.name])
+		}
+		fmt.Fprintln(tw, line+"\t")
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "(server-side CPU over all timed repetitions, from /proc: %s)\n", watch.describe())
 }
 
 func ms(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }

@@ -95,7 +95,7 @@ func TestRunScenarioComparesSizesSideBySide(t *testing.T) {
 			}
 			log := &phaseLog{}
 			backends := []backend{newFake("pgtables", log), newFake("sql", log)}
-			res, err := runScenario(context.Background(), cfg, sc[0], backends, func(context.Context) error { return nil }, io.Discard)
+			res, err := runScenario(context.Background(), cfg, sc[0], backends, func(context.Context) error { return nil }, nil, io.Discard)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -48,8 +48,29 @@ func newSQLBackend(ctx context.Context, url string, conns int) (*sqlBackend, err
 		pool.Close()
 		return nil, fmt.Errorf("create ceiling schema: %w", err)
 	}
+	if _, err := pool.Exec(ctx, sqlCeilingDistribute); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("distribute ceiling table: %w", err)
+	}
 	return &sqlBackend{pool: pool}, nil
 }
+
+// sqlCeilingDistribute distributes the ceiling's relation on Citus as
+// pgtables distributes its entities: by partition key (pgtables hashes it
+// with the table into its own column, which places partitions alike), over
+// as many shards as pgtables' entities have (pgtables' default, 8, when
+// they are not there yet), every statement going through the coordinator.
+// Elsewhere it does nothing.
+const sqlCeilingDistribute = `
+DO $$
+DECLARE n int;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') THEN RETURN; END IF;
+    IF EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'pgtables_ceiling.entities'::regclass) THEN RETURN; END IF;
+    SELECT shard_count INTO n FROM citus_tables t JOIN pg_class c ON c.oid = t.table_name
+        WHERE c.relname = 'entities' AND t.citus_table_type = 'distributed' LIMIT 1;
+    PERFORM create_distributed_table('pgtables_ceiling.entities', 'pk', shard_count => coalesce(n, 8));
+END $$`
 
 func (b *sqlBackend) name() string { return "sql" }
 

@@ -1,0 +1,97 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgtables/pgtables/odata/filter"
+)
+
+// A page of a filter that spans partitions on distributed entities is one
+// statement: Citus pushes ORDER BY pk, rk LIMIT down to every shard and
+// merges their ordered answers. For the shards to stop after $top matches
+// rather than read and sort all their rows, each must walk its primary key
+// index in order, which the planner seldom picks for a filter it cannot
+// estimate: the settings below leave it no other plan, for this
+// transaction only (propagated to the workers' shard queries). One
+// connection per worker bounds the fan-out of one request, so that 16
+// clients do not open 16 x shards connections at once.
+//
+// The table's id is looked up first, on the coordinator's copy of the
+// reference table, rather than joined into the statement: a join with a
+// reference table is planned by Citus as a subquery on every shard.
+// Looked up in the same transaction as the page, the id is that of the
+// live table, so a table deleted and created again under the same name
+// never shows the old table's rows.
+const (
+	sqlAcrossSettings = `
+SET LOCAL citus.propagate_set_commands = 'local';
+SET LOCAL enable_seqscan = off;
+SET LOCAL enable_bitmapscan = off;
+SET LOCAL enable_sort = off;
+SET LOCAL citus.max_adaptive_executor_pool_size = 1`
+	sqlAcrossPage = `
+SELECT e.pk, e.rk, e.ts, e.xmin, e.props FROM entities e
+WHERE e.table_id = $1`
+)
+
+// acrossPartitions reports whether a query page is one statement on every
+// shard: a filter the primary key cannot serve alone, over distributed
+// entities, pinning no partition.
+func (s *Store) acrossPartitions(q EntityQuery) bool {
+	if !s.distributed.Load() || q.Filter == nil {
+		return false
+	}
+	_, pinned := filter.Partition(q.Filter, "PartitionKey")
+	return !pinned
+}
+
+// acrossPage runs one page of such a query. A page that runs out of ctx's
+// time fails as any statement does; the caller's budget decides what then.
+func (s *Store) acrossPage(ctx context.Context, account, table string, q EntityQuery) (*EntityPage, error) {
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return &EntityPage{}, classify(fmt.Errorf("query entities: %w", err))
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read only: nothing to keep
+	if _, err := tx.Exec(ctx, sqlAcrossSettings); err != nil {
+		return &EntityPage{}, classify(fmt.Errorf("query entities: %w", err))
+	}
+	var tableID int64
+	if err := tx.QueryRow(ctx, sqlLiveTableID, account, tableKey(table)).Scan(&tableID); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return &EntityPage{}, ErrTableNotFound
+		}
+		return &EntityPage{}, classify(fmt.Errorf("query entities: %w", err))
+	}
+	sql, args, err := acrossSQL(tableID, q)
+	if err != nil {
+		return &EntityPage{}, err
+	}
+	return runPageOn(ctx, tx, q.Top, sql, args)
+}
+
+// acrossSQL builds the statement of a page across partitions.
+func acrossSQL(tableID int64, q EntityQuery) (string, []any, error) {
+	sql := sqlAcrossPage
+	args := []any{tableID}
+	switch {
+	case q.HasFromPK && q.HasFromRK:
+		sql += ` AND (e.pk, e.rk) >= ($2, $3)`
+		args = append(args, q.FromPK, q.FromRK)
+	case q.HasFromPK:
+		sql += ` AND e.pk >= $2`
+		args = append(args, q.FromPK)
+	}
+	sql, args = q.Range.appendSQL(sql, args)
+	cond, fargs, err := filter.Compile(q.Filter, entitySchema, len(args)+1)
+	if err != nil {
+		return "", nil, err
+	}
+	sql += " AND (" + cond + ")" + sqlOrderPage + strconv.Itoa(q.Top+1)
+	return sql, append(args, fargs...), nil
+}
