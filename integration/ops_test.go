@@ -81,6 +81,7 @@ func newOpsEnv(t testing.TB, oc opsConfig) *opsEnv {
 	}
 	t.Cleanup(pool.Close)
 	st := store.New(pool)
+	t.Cleanup(st.Close)
 	// The pool's first connection may take longer than a short acquire
 	// limit on a busy machine (a cluster's coordinator, say); the pool
 	// goes on dialling it after the wait gives up, so try a few times.

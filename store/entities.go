@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgtables/pgtables/odata"
 )
@@ -287,7 +288,11 @@ func (s *Store) merge(ctx context.Context, q querier, account, lt string, w *Wri
 // mergeSlow merges under a row lock, checking the merged entity exactly.
 func (s *Store) mergeSlow(ctx context.Context, q querier, account, lt string, w *Write, now int64) (Result, error) {
 	var res Result
-	err := inTx(ctx, s.pool, q, func(tx pgx.Tx) error {
+	pool := s.pool
+	if n := s.route(account, lt, w.PartitionKey); n != nil {
+		pool = n.pool
+	}
+	err := inTx(ctx, pool, q, func(tx pgx.Tx) error {
 		var tableID int64
 		if err := tx.QueryRow(ctx, sqlLiveTableID, account, lt).Scan(&tableID); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
@@ -383,7 +388,10 @@ func (s *Store) delete(ctx context.Context, q querier, account, lt string, w *Wr
 	var tag pgconn.CommandTag
 	var err error
 	if q == querier(s.pool) {
-		tag, err = s.writes.exec(ctx, writeKey(account, lt, w), sql, args)
+		err = s.routed(account, lt, w.PartitionKey, func(_, writes *combiner, _ *pgxpool.Pool) (err error) {
+			tag, err = writes.exec(ctx, writeKey(account, lt, w), sql, args)
+			return err
+		})
 	} else {
 		tag, err = q.Exec(ctx, sql, args...)
 	}
@@ -420,7 +428,9 @@ func (s *Store) whyNot(ctx context.Context, q querier, account, lt, pk, rk strin
 // (see combiner); inside one it runs there.
 func (s *Store) writeRow(ctx context.Context, q querier, account, lt string, w *Write, sql string, args []any, dest ...any) error {
 	if q == querier(s.pool) {
-		return s.writes.queryRow(ctx, writeKey(account, lt, w), sql, args, dest...)
+		return s.routed(account, lt, w.PartitionKey, func(_, writes *combiner, _ *pgxpool.Pool) error {
+			return writes.queryRow(ctx, writeKey(account, lt, w), sql, args, dest...)
+		})
 	}
 	return q.QueryRow(ctx, sql, args...).Scan(dest...)
 }
@@ -442,11 +452,17 @@ func writeKey(account, lt string, w *Write) string {
 
 // GetEntity reads one entity.
 func (s *Store) GetEntity(ctx context.Context, account, table, pk, rk string) (*odata.Entity, error) {
-	r := newPointRead(account, tableKey(table), pk, rk)
-	if s.distributed.Load() {
-		r.op.group, r.op.merge = "", nil // see DetectDistribution
+	lt := tableKey(table)
+	r := newPointRead(account, lt, pk, rk)
+	if !s.distributed.Load() {
+		return r.entity(s.reads.submit(ctx, &r.op))
 	}
-	return r.entity(s.reads.submit(ctx, &r.op))
+	r.op.group, r.op.merge = "", nil // see DetectDistribution
+	return r.entity(s.routed(account, lt, pk, func(reads, _ *combiner, _ *pgxpool.Pool) error {
+		// A second try, on the coordinator, needs a fresh op.
+		r.op.err, r.op.done = nil, make(chan struct{})
+		return reads.submit(ctx, &r.op)
+	}))
 }
 
 // A pointRead is GetEntity's statement with its destinations, in one

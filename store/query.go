@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgtables/pgtables/odata"
 	"github.com/pgtables/pgtables/odata/filter"
@@ -207,8 +208,13 @@ func (q *EntityQuery) appendPartition(distributed bool, account, table string, s
 // key of the one after them. When the statement fails midway, the page
 // holds what arrived before, in order, along with the error.
 func (s *Store) runPage(ctx context.Context, top int, sql string, args []any) (*EntityPage, error) {
+	return s.runPageOn(ctx, s.pool, top, sql, args)
+}
+
+// runPageOn is runPage on another pool: a partition's node (route.go).
+func (s *Store) runPageOn(ctx context.Context, pool *pgxpool.Pool, top int, sql string, args []any) (*EntityPage, error) {
 	page := &EntityPage{Entities: make([]odata.Entity, 0, min(top, 64))}
-	rows, err := s.pool.Query(ctx, sql, args...)
+	rows, err := pool.Query(ctx, sql, args...)
 	if err != nil {
 		return page, classify(fmt.Errorf("query entities: %w", err))
 	}

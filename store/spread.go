@@ -19,6 +19,11 @@ func (s *Store) pageOf(ctx context.Context, account, table string, q EntityQuery
 		if err != nil {
 			return nil, err
 		}
+		if pk, ok := filter.Partition(q.Filter, "PartitionKey"); ok && distributed {
+			if n := s.route(account, tableKey(table), pk); n != nil {
+				return s.runPageOn(ctx, n.pool, q.Top, sql, args)
+			}
+		}
 		return s.runPage(ctx, q.Top, sql, args)
 	}
 	return s.spreadPage(ctx, account, table, q)
