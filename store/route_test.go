@@ -1,11 +1,13 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -290,8 +292,8 @@ func mustParse(t *testing.T, s string) *filter.Expr {
 // A shard moves (citus_move_shard_placement) while writers and readers
 // work on its partitions. The router's placements are held stale for the
 // whole test: statements keep going to the shard's old node, which
-// forwards them; every answer stays right, and a reload then routes to
-// the new node.
+// forwards them; every answer stays right, every acknowledged insert is
+// stored, and a reload then routes to the new node.
 func TestCitusShardMoveUnderLoad(t *testing.T) {
 	s := newCitusStore(t)
 	ctx := context.Background()
@@ -319,6 +321,12 @@ SELECT get_shard_id_for_distribution_column('entities', $1::bigint),
 	if err != nil || to == "" {
 		t.Fatalf("shard of p0 and a node to move it to: %v", err)
 	}
+	// block_writes, unless PGTABLES_TEST_SHARD_TRANSFER_MODE says otherwise:
+	// with Citus 12.1's logical replication ("auto", "force_logical") a
+	// few acknowledged inserts into the moving shard were lost in about
+	// one run in four even with every statement sent to the coordinator,
+	// and in one in two with routing (reported; not pgtables' to fix here).
+	transferMode := cmp.Or(os.Getenv("PGTABLES_TEST_SHARD_TRANSFER_MODE"), "block_writes")
 	// Stale on purpose: no reload until the test asks for one.
 	r.cur.Store(&placements{ranges: r.cur.Load().ranges, loaded: time.Now().Add(time.Hour)})
 
@@ -334,6 +342,9 @@ SELECT get_shard_id_for_distribution_column('entities', $1::bigint),
 		errs = append(errs, err)
 		errsMu.Unlock()
 	}
+	ackMu := sync.Mutex{}
+	acked := map[string]time.Duration{}
+	t0 := time.Now()
 	for w := range 4 {
 		wg.Go(func() {
 			// Each writer owns its keys, so a read must see its last write.
@@ -353,8 +364,21 @@ SELECT get_shard_id_for_distribution_column('entities', $1::bigint),
 				if err != nil || len(got) != 1 || got[0].Value.Int != int64(i) {
 					fail(fmt.Errorf("read %s/%s: %v (%v), want N=%d", pk, rk, got, err, i))
 				}
-				if _, err := s.Batch(ctx, acct, "t", []Write{{Op: OpInsert, PartitionKey: pk, RowKey: fmt.Sprintf("b%d-%d", w, i)}}); err != nil {
+				irk := fmt.Sprintf("i%d-%d", w, i)
+				if _, err := s.Write(ctx, acct, "t", &Write{Op: OpInsert, PartitionKey: pk, RowKey: irk}); err != nil {
+					fail(fmt.Errorf("insert %s: %w", pk, err))
+				} else {
+					ackMu.Lock()
+					acked[pk+"/"+irk] = time.Since(t0)
+					ackMu.Unlock()
+				}
+				brk := fmt.Sprintf("b%d-%d", w, i)
+				if _, err := s.Batch(ctx, acct, "t", []Write{{Op: OpInsert, PartitionKey: pk, RowKey: brk}}); err != nil {
 					fail(fmt.Errorf("batch %s: %w", pk, err))
+				} else {
+					ackMu.Lock()
+					acked[pk+"/"+brk] = time.Since(t0)
+					ackMu.Unlock()
 				}
 				ops.Add(3)
 			}
@@ -363,7 +387,9 @@ SELECT get_shard_id_for_distribution_column('entities', $1::bigint),
 	time.Sleep(300 * time.Millisecond)
 	host, port, _ := strings.Cut(from, ":")
 	toHost, toPort, _ := strings.Cut(to, ":")
-	_, err = s.pool.Exec(ctx, `SELECT citus_move_shard_placement($1, $2, $3::int, $4, $5::int)`, shard, host, port, toHost, toPort)
+	m0 := time.Since(t0)
+	_, err = s.pool.Exec(ctx, `SELECT citus_move_shard_placement($1, $2, $3::int, $4, $5::int, shard_transfer_mode => $6)`, shard, host, port, toHost, toPort, transferMode)
+	t.Logf("move from %v to %v", m0, time.Since(t0))
 	moved := ops.Load()
 	time.Sleep(500 * time.Millisecond)
 	after := ops.Load() - moved
@@ -382,9 +408,15 @@ SELECT get_shard_id_for_distribution_column('entities', $1::bigint),
 		t.Errorf("no operation ran after the move: the stale placement was not exercised")
 	}
 	t.Logf("%d operations, %d after the move of shard %d from %s to %s", ops.Load(), after, shard, from, to)
-	var n int
-	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM entities WHERE rk LIKE 'b%'`).Scan(&n); err != nil || int64(n) != ops.Load()/3 {
-		t.Errorf("%d batch inserts stored (%v), %d acknowledged", n, err, ops.Load()/3)
+	stored, err := pgx.CollectRows(must(s.pool.Query(ctx, `SELECT pk || '/' || rk FROM entities WHERE rk LIKE 'b%' OR rk LIKE 'i%'`)), pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range stored {
+		delete(acked, k)
+	}
+	for k, at := range acked {
+		t.Errorf("acknowledged at %v, not stored: %s", at, k)
 	}
 	if err := r.load(ctx); err != nil {
 		t.Fatal(err)
