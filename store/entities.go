@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
@@ -82,6 +83,35 @@ var (
 		upsertMerge:   insertHead + fromLiveTable + upsertMergeTail,
 	}
 )
+
+// updateStatements are Replace and Delete with a condition, by one way of
+// finding the table's id.
+type updateStatements struct{ replace, delete string }
+
+var (
+	singleNodeUpdates = updateStatements{replace: sqlReplace, delete: sqlDelete}
+	// On Citus the table's id comes from live_table_id, which Citus
+	// evaluates before it routes a write, rather than from a subquery: a
+	// statement without one takes Citus's fast path (a plan of the shard
+	// statement that the node caches) instead of being planned anew each
+	// time. Nothing else changes: the id is the live table's of that name
+	// when the statement runs, as with the subquery. Merge keeps its
+	// subquery (the property count), hence the router.
+	citusUpdates = updateStatements{
+		replace: strings.Replace(sqlReplace, liveTable, sqlLiveTableIDCall, 1),
+		delete:  strings.Replace(sqlDelete, liveTable, sqlLiveTableIDCall, 1),
+	}
+)
+
+const sqlLiveTableIDCall = `live_table_id($1, $2)`
+
+// updates returns the statements for the schema's layout.
+func (s *Store) updates() *updateStatements {
+	if s.distributed.Load() {
+		return &citusUpdates
+	}
+	return &singleNodeUpdates
+}
 
 // inserts returns the statements for the schema's layout.
 func (s *Store) inserts() *insertStatements {
@@ -235,9 +265,9 @@ func (s *Store) replace(ctx context.Context, q querier, account, lt string, w *W
 	case matchNone:
 		sql, args = s.inserts().upsertReplace, append(args, now, size, props)
 	case matchAny:
-		sql, args = sqlReplace+sqlReturning, append(args, props, size, now)
+		sql, args = s.updates().replace+sqlReturning, append(args, props, size, now)
 	case matchETag:
-		sql, args = sqlReplace+sqlVersionReplace+sqlReturning, append(args, props, size, now, w.Match.ts, w.Match.xmin)
+		sql, args = s.updates().replace+sqlVersionReplace+sqlReturning, append(args, props, size, now, w.Match.ts, w.Match.xmin)
 	default:
 		return Result{}, s.whyNot(ctx, q, account, lt, w.PartitionKey, w.RowKey)
 	}
@@ -378,9 +408,9 @@ func (s *Store) delete(ctx context.Context, q querier, account, lt string, w *Wr
 	args := []any{account, lt, distributionKey(account, lt, w.PartitionKey), w.PartitionKey, w.RowKey}
 	switch w.Match.kind {
 	case matchAny:
-		sql = sqlDelete
+		sql = s.updates().delete
 	case matchETag:
-		sql = sqlDelete + sqlVersionDelete
+		sql = s.updates().delete + sqlVersionDelete
 		args = append(args, w.Match.ts, w.Match.xmin)
 	default:
 		return Result{}, s.whyNot(ctx, q, account, lt, w.PartitionKey, w.RowKey)
@@ -457,12 +487,14 @@ func (s *Store) GetEntity(ctx context.Context, account, table, pk, rk string) (*
 	if !s.distributed.Load() {
 		return r.entity(s.reads.submit(ctx, &r.op))
 	}
+	if n := s.route(account, lt, pk); n != nil {
+		e, err := s.getByID(ctx, n, account, lt, pk, rk)
+		if err == nil || !s.router.Load().failed(n, err) {
+			return e, err
+		}
+	}
 	r.op.group, r.op.merge = "", nil // see DetectDistribution
-	return r.entity(s.routed(account, lt, pk, func(reads, _ *combiner, _ *pgxpool.Pool) error {
-		// A second try, on the coordinator, needs a fresh op.
-		r.op.err, r.op.done = nil, make(chan struct{})
-		return reads.submit(ctx, &r.op)
-	}))
+	return r.entity(s.reads.submit(ctx, &r.op))
 }
 
 // A pointRead is GetEntity's statement with its destinations, in one

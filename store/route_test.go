@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgtables/pgtables/odata"
 	"github.com/pgtables/pgtables/odata/filter"
@@ -423,5 +425,43 @@ SELECT get_shard_id_for_distribution_column('entities', $1::bigint),
 	}
 	if got := routedAddr(s, dk); got != to {
 		t.Errorf("after a reload p0 is routed to %q, want %q", got, to)
+	}
+}
+
+// A coordinator URL without sslmode (libpq's prefer: TLS, then plain) gets
+// to the nodes the same way: a node that refuses TLS is still routed to,
+// not left out for the coordinator.
+func TestCitusRoutesWithSSLModePrefer(t *testing.T) {
+	s := newCitusStore(t)
+	ctx := context.Background()
+	u, err := url.Parse(s.pool.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Del("sslmode")
+	u.RawQuery = q.Encode()
+	pool, err := pgxpool.New(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	p := New(pool)
+	defer p.Close()
+	if err := p.DetectDistribution(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.CreateTable(ctx, acct, "t"); err != nil {
+		t.Fatal(err)
+	}
+	n := p.route(acct, "t", "p")
+	if n == nil {
+		t.Skip("partition p's shard is on the coordinator")
+	}
+	if _, err := p.GetEntity(ctx, acct, "t", "p", "r"); !errors.Is(err, ErrEntityNotFound) {
+		t.Fatalf("read: %v", err)
+	}
+	if n.pool.Stat().AcquireCount() == 0 || n.downUntil.Load() != 0 {
+		t.Errorf("the read did not go to node %s (acquired %d, down until %d)", n.addr, n.pool.Stat().AcquireCount(), n.downUntil.Load())
 	}
 }
