@@ -367,7 +367,15 @@ SELECT ts, xmin, props FROM entities WHERE table_id = $1 AND dkey = $2 AND pk = 
 )
 
 // tableIDs caches the ids of live tables, by account and lower-case name.
-type tableIDs struct{ m sync.Map }
+// The ids of deleted tables leave it when a read finds them dead; so that
+// names read once and never again cannot grow it without bound, it starts
+// afresh past maxTableIDs entries.
+type tableIDs struct {
+	m sync.Map
+	n atomic.Int64 // entries stored since the last start
+}
+
+const maxTableIDs = 100_000
 
 func tableIDKey(account, lt string) string { return account + "\x00" + lt }
 
@@ -382,6 +390,10 @@ func (c *tableIDs) liveID(ctx context.Context, q querier, account, lt string) (i
 			return 0, ErrTableNotFound
 		}
 		return 0, err
+	}
+	if c.n.Add(1) > maxTableIDs {
+		c.m.Clear()
+		c.n.Store(0)
 	}
 	c.m.Store(tableIDKey(account, lt), id)
 	return id, nil
