@@ -16,8 +16,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/pgtables/pgtables/odata"
 )
 
 // On Citus a statement of one partition is sent to the node that holds the
@@ -347,99 +345,4 @@ func (s *Store) routed(account, lt, pk string, fn func(reads, writes *combiner, 
 		}
 	}
 	return fn(s.reads, s.writes, s.pool)
-}
-
-// A routed point read names its table by id, so that it takes Citus's fast
-// path (a cached plan of the statement on the one shard) rather than
-// joining the reference table tables, which Citus plans anew on every
-// call. The id of a table name is cached; every read checks, in the same
-// round trip and after reading, that the id is still a live table's. Ids
-// are never reused and a deleted table never comes back to life, so an id
-// live after the read was live when the read ran: the entity read is that
-// table's, never one of a table deleted before or created after under the
-// same name. A failed check drops the cached id and reads again with the
-// name's current one.
-const (
-	sqlGetByID = `
-SELECT ts, xmin, props FROM entities WHERE table_id = $1 AND dkey = $2 AND pk = $3 AND rk = $4`
-	// No row: the table's row is purged.
-	sqlTableLive = `SELECT deleted_at IS NULL FROM tables WHERE id = $1`
-)
-
-// tableIDs caches the ids of live tables, by account and lower-case name.
-// The ids of deleted tables leave it when a read finds them dead; so that
-// names read once and never again cannot grow it without bound, it starts
-// afresh past maxTableIDs entries.
-type tableIDs struct {
-	m sync.Map
-	n atomic.Int64 // entries stored since the last start
-}
-
-const maxTableIDs = 100_000
-
-func tableIDKey(account, lt string) string { return account + "\x00" + lt }
-
-// liveID returns the cached id of the table, or resolves it on q.
-func (c *tableIDs) liveID(ctx context.Context, q querier, account, lt string) (int64, error) {
-	if id, ok := c.m.Load(tableIDKey(account, lt)); ok {
-		return id.(int64), nil
-	}
-	var id int64
-	if err := q.QueryRow(ctx, sqlLiveTableID, account, lt).Scan(&id); err != nil {
-		if errors.Is(err, pgx.ErrNoRows) {
-			return 0, ErrTableNotFound
-		}
-		return 0, err
-	}
-	if c.n.Add(1) > maxTableIDs {
-		c.m.Clear()
-		c.n.Store(0)
-	}
-	c.m.Store(tableIDKey(account, lt), id)
-	return id, nil
-}
-
-// getByID reads one entity on n, by the table's cached id.
-func (s *Store) getByID(ctx context.Context, n *node, account, lt, pk, rk string) (*odata.Entity, error) {
-	dkey := distributionKey(account, lt, pk)
-	for try := 0; ; try++ {
-		id, err := s.tableIDs.liveID(ctx, n.pool, account, lt)
-		if err != nil {
-			if errors.Is(err, ErrTableNotFound) {
-				return nil, err
-			}
-			return nil, classify(fmt.Errorf("get entity: %w", err))
-		}
-		var (
-			ts    int64
-			xmin  uint32
-			props []byte
-			live  bool
-		)
-		b := &pgx.Batch{}
-		b.Queue(sqlGetByID, id, dkey, pk, rk)
-		b.Queue(sqlTableLive, id)
-		br := n.pool.SendBatch(ctx, b)
-		rerr := br.QueryRow().Scan(&ts, &xmin, &props)
-		lerr := br.QueryRow().Scan(&live)
-		cerr := br.Close()
-		switch {
-		case rerr != nil && !errors.Is(rerr, pgx.ErrNoRows):
-			return nil, classify(fmt.Errorf("get entity: %w", rerr))
-		case lerr != nil && !errors.Is(lerr, pgx.ErrNoRows):
-			return nil, classify(fmt.Errorf("get entity: %w", lerr))
-		case cerr != nil:
-			return nil, classify(fmt.Errorf("get entity: %w", cerr))
-		case !live:
-			// Deleted, perhaps created again under the same name.
-			s.tableIDs.m.CompareAndDelete(tableIDKey(account, lt), id)
-			if try == 0 {
-				continue
-			}
-			return nil, ErrTableNotFound
-		case rerr != nil:
-			return nil, ErrEntityNotFound
-		}
-		return &odata.Entity{PartitionKey: pk, RowKey: rk, Timestamp: ts, ETag: formatETag(ts, xmin, pk, rk), Stored: props}, nil
-	}
 }

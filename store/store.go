@@ -40,7 +40,6 @@ type Store struct {
 	obs           atomic.Pointer[observerRef] // see SetObserver
 	distributed   atomic.Bool                 // see DetectDistribution
 	router        atomic.Pointer[router]      // see route.go
-	tableIDs      tableIDs                    // see getByID
 	purge         purgeState                  // see Purge
 }
 
