@@ -465,3 +465,58 @@ func TestCitusRoutesWithSSLModePrefer(t *testing.T) {
 		t.Errorf("the read did not go to node %s (acquired %d, down until %d)", n.addr, n.pool.Stat().AcquireCount(), n.downUntil.Load())
 	}
 }
+
+// A node that refuses connections (here: placements that name a port
+// where nothing listens) gets its statements sent to the coordinator
+// instead, which answers them, and is left out until the placements are
+// loaded again.
+func TestCitusUnreachableNodeFallsBack(t *testing.T) {
+	s := newCitusStore(t)
+	ctx := context.Background()
+	if err := s.CreateTable(ctx, acct, "t"); err != nil {
+		t.Fatal(err)
+	}
+	r := s.router.Load()
+	dead, err := r.node("127.0.0.1", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ranges []shardRange
+	for _, sr := range r.cur.Load().ranges {
+		sr.node = dead
+		ranges = append(ranges, sr)
+	}
+	r.cur.Store(&placements{ranges: ranges, loaded: time.Now().Add(time.Hour)})
+	if s.route(acct, "t", "p") != dead {
+		t.Fatal("the partition is not routed to the dead node")
+	}
+	for name, op := range map[string]func() error{
+		"insert": func() error {
+			_, err := s.Write(ctx, acct, "t", &Write{Op: OpInsert, PartitionKey: "p", RowKey: "r"})
+			return err
+		},
+		"read": func() error { _, err := s.GetEntity(ctx, acct, "t", "p", "r"); return err },
+		"batch": func() error {
+			_, err := s.Batch(ctx, acct, "t", []Write{{Op: OpReplace, PartitionKey: "p", RowKey: "b"}, {Op: OpMerge, PartitionKey: "p", RowKey: "c"}})
+			return err
+		},
+		"partition scan": func() error {
+			_, err := s.QueryEntities(ctx, acct, "t", EntityQuery{Filter: mustParse(t, "PartitionKey eq 'p'"), Top: 10})
+			return err
+		},
+	} {
+		// Each op meets the node as not yet known to be down, and the
+		// placements as before the reload that the last one started.
+		for r.loading.Load() {
+			time.Sleep(time.Millisecond)
+		}
+		r.cur.Store(&placements{ranges: ranges, loaded: time.Now().Add(time.Hour)})
+		dead.downUntil.Store(0)
+		if err := op(); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		if dead.downUntil.Load() == 0 {
+			t.Errorf("%s: the node that refused it is not left out", name)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgtables/pgtables/odata/filter"
 )
@@ -20,9 +21,12 @@ func (s *Store) pageOf(ctx context.Context, account, table string, q EntityQuery
 			return nil, err
 		}
 		if pk, ok := filter.Partition(q.Filter, "PartitionKey"); ok && distributed {
-			if n := s.route(account, tableKey(table), pk); n != nil {
-				return s.runPageOn(ctx, n.pool, q.Top, sql, args)
-			}
+			var page *EntityPage
+			err := s.routed(account, tableKey(table), pk, func(_, _ *combiner, pool *pgxpool.Pool) (err error) {
+				page, err = s.runPageOn(ctx, pool, q.Top, sql, args)
+				return err
+			})
+			return page, err
 		}
 		return s.runPage(ctx, q.Top, sql, args)
 	}
