@@ -10,6 +10,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgtables/pgtables/store"
 )
 
 // TestBatchBackendTerminated cuts the database connection of a batch in the
@@ -25,9 +27,13 @@ import (
 // "Racing" attempts nothing blocks the batch: the test terminates whatever
 // backend holds a lock on this schema's entities as soon as it sees one,
 // which lands anywhere from the first write to the commit.
+//
+// It finds the batch's session on the server the store's pool connects
+// to, so on Citus the store sends everything through the coordinator
+// (no routing to the shard's node).
 func TestBatchBackendTerminated(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newEnvWith(t, store.Options{RouteConns: -1})
 	ctx := context.Background()
 	c, table := e.newTable()
 	connect := func() *pgx.Conn {

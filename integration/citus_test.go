@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgtables/pgtables/internal/testdb"
+	"github.com/pgtables/pgtables/store"
 )
 
 // What only a Citus cluster can show (PGTABLES_TEST_BACKEND=citus, as CI's
@@ -124,10 +125,13 @@ WHERE r.success`, id))
 // test holds. The client is told of the failure (a retryable 503), and the
 // partition holds all of the batch or none of it: none, as it never got
 // past the held row.
+//
+// The connection it cuts is the coordinator's to the worker: the store
+// sends everything through the coordinator here (no routing).
 func TestCitusBatchWorkerConnectionCut(t *testing.T) {
 	testdb.NeedCitus(t)
 	t.Parallel()
-	e := newEnv(t)
+	e := newEnvWith(t, store.Options{RouteConns: -1})
 	needWorkers(t, e)
 	ctx := context.Background()
 	c, table := e.newTable()
@@ -403,9 +407,15 @@ const deadPort = 1
 // takes connections again, they succeed. It runs alone (not in parallel),
 // since the other tests share the cluster, and so must other test
 // processes on it (go test -p 1): DDL waits for the nodes' metadata.
+//
+// The worker is "down" only in the metadata, which the coordinator's
+// statements follow; a store that routes would go on reaching the live
+// worker until its next refresh, so this one sends everything through
+// the coordinator. The store's own tests cover a routed node that refuses
+// connections (TestCitusUnreachableNodeFallsBack).
 func TestCitusWorkerUnreachable(t *testing.T) {
 	testdb.NeedCitus(t)
-	e := newEnv(t)
+	e := newEnvWith(t, store.Options{RouteConns: -1})
 	needWorkers(t, e)
 	ctx := context.Background()
 	c, table := e.newTable()

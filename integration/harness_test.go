@@ -150,6 +150,7 @@ func startEnv(t testing.TB, dsn string, opts store.Options, cfg httpapi.Config, 
 	e.stop = func() {
 		once.Do(func() {
 			closeServer()
+			st.Close()
 			pool.Close()
 		})
 	}

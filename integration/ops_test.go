@@ -80,7 +80,11 @@ func newOpsEnv(t testing.TB, oc opsConfig) *opsEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	st := store.New(pool)
+	// The tests find the server's sessions by application_name on the
+	// server its pool connects to: on Citus no routing to the shards'
+	// nodes, whose pools the faults would miss.
+	st := store.NewWithOptions(pool, store.Options{RouteConns: -1})
+	t.Cleanup(st.Close)
 	// The pool's first connection may take longer than a short acquire
 	// limit on a busy machine (a cluster's coordinator, say); the pool
 	// goes on dialling it after the wait gives up, so try a few times.

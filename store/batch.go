@@ -152,7 +152,11 @@ func partitionLock(account, table, pk string) int64 {
 }
 
 func (s *Store) batchOnce(ctx context.Context, account, table string, writes []Write, wait bool) ([]Result, error) {
-	conn, err := s.pool.Acquire(ctx)
+	var conn *pgxpool.Conn
+	err := s.routed(account, tableKey(table), writes[0].PartitionKey, func(_, _ *combiner, pool *pgxpool.Pool) (err error) {
+		conn, err = pool.Acquire(ctx)
+		return err
+	})
 	if err != nil {
 		return nil, classify(fmt.Errorf("begin batch: %w", err))
 	}
@@ -328,7 +332,11 @@ func (s *Store) firstExisting(ctx context.Context, account, table string, writes
 		rks[i] = writes[i].RowKey
 	}
 	lt, pk := tableKey(table), writes[0].PartitionKey
-	rows, err := s.pool.Query(ctx, sqlExistingKeys, account, lt, distributionKey(account, lt, pk), pk, rks)
+	pool := s.pool
+	if n := s.route(account, lt, pk); n != nil {
+		pool = n.pool
+	}
+	rows, err := pool.Query(ctx, sqlExistingKeys, account, lt, distributionKey(account, lt, pk), pk, rks)
 	if err != nil {
 		return 0, classify(fmt.Errorf("find existing entities: %w", err))
 	}

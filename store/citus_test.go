@@ -3,8 +3,12 @@ package store
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgtables/pgtables/internal/testdb"
 	"github.com/pgtables/pgtables/odata/filter"
@@ -146,6 +150,55 @@ func TestCitusInsertsGoStraightToTheShard(t *testing.T) {
 	for _, op := range []Op{OpInsert, OpReplace, OpMerge} {
 		if _, err := s.Write(ctx, acct, "t", &Write{Op: op, PartitionKey: "p", RowKey: "r"}); err != nil {
 			t.Errorf("op %d: %v", op, err)
+		}
+	}
+}
+
+// On Citus the conditional Replace and the Delete take Citus's fast path:
+// the table's id comes from live_table_id, evaluated before routing, not
+// from a subquery, which would make Citus plan the whole statement anew
+// on every call.
+func TestCitusUpdatesTakeTheFastPath(t *testing.T) {
+	s := newCitusStore(t)
+	ctx := context.Background()
+	if s.updates() != &citusUpdates {
+		t.Fatal("a distributed store uses the single node's updates")
+	}
+	if err := s.CreateTable(ctx, acct, "t"); err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.pool.Config().ConnConfig.Copy()
+	var notices []string
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) { notices = append(notices, n.Message) }
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "SET client_min_messages = debug2"); err != nil {
+		t.Fatal(err)
+	}
+	fastPath := func(sql string, args ...any) bool {
+		t.Helper()
+		notices = nil
+		if _, err := conn.Exec(ctx, "EXPLAIN "+sql, args...); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		return slices.ContainsFunc(notices, func(m string) bool { return strings.Contains(m, "fast-path router query") })
+	}
+	dk := distributionKey(acct, "t", "p")
+	for _, tc := range []struct {
+		name string
+		sql  string
+		args []any
+		want bool
+	}{
+		{"replace", citusUpdates.replace + sqlVersionReplace + sqlReturning, []any{acct, "t", dk, "p", "r", []byte(`{}`), 10, int64(1), int64(1), uint32(1)}, true},
+		{"delete", citusUpdates.delete + sqlVersionDelete, []any{acct, "t", dk, "p", "r", int64(1), uint32(1)}, true},
+		{"single node's replace", sqlReplace + sqlReturning, []any{acct, "t", dk, "p", "r", []byte(`{}`), 10, int64(1)}, false},
+	} {
+		if got := fastPath(tc.sql, tc.args...); got != tc.want {
+			t.Errorf("%s: fast path %v, want %v; Citus said %q", tc.name, got, tc.want, notices)
 		}
 	}
 }

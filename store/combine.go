@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // A combiner coalesces concurrent single-statement operations into
@@ -87,8 +88,13 @@ const (
 )
 
 func newCombiner(s *Store, limit, ceiling int) *combiner {
+	return newCombinerOn(s.pool, limit, ceiling)
+}
+
+// newCombinerOn is a combiner whose round trips go to pool.
+func newCombinerOn(pool *pgxpool.Pool, limit, ceiling int) *combiner {
 	limit = max(limit, 1)
-	return &combiner{pool: s.pool, alone: s.pool, limit: limit, ceiling: max(ceiling, limit), progress: time.Now()}
+	return &combiner{pool: pool, alone: pool, limit: limit, ceiling: max(ceiling, limit), progress: time.Now()}
 }
 
 // queryRow runs sql and scans its one row into dest, as QueryRow().Scan.

@@ -35,7 +35,8 @@ const (
 // migration 0003 does where Citus is installed. Call it once the schema is
 // migrated. On a distributed schema the point reads that share a round trip
 // are not merged into one statement: Citus cannot plan that statement, a
-// join of many shards that reads xmin, and runs each on its own shard.
+// join of many shards that reads xmin, and runs each on its own shard; and
+// the statements of one partition go to its shard's node (route.go).
 func (s *Store) DetectDistribution(ctx context.Context) error {
 	var citus, distributed bool
 	if err := s.pool.QueryRow(ctx, sqlCitusInstalled).Scan(&citus); err != nil {
@@ -47,6 +48,9 @@ func (s *Store) DetectDistribution(ctx context.Context) error {
 		}
 	}
 	s.distributed.Store(distributed)
+	if distributed {
+		return s.startRouting(ctx)
+	}
 	return nil
 }
 

@@ -214,7 +214,8 @@ func (s *Store) runPage(ctx context.Context, top int, sql string, args []any) (*
 	return runPageOn(ctx, s.pool, top, sql, args)
 }
 
-// runPageOn is runPage on a given connection or transaction.
+// runPageOn is runPage on a given connection, transaction or pool (a
+// partition's node: route.go).
 func runPageOn(ctx context.Context, db querier, top int, sql string, args []any) (*EntityPage, error) {
 	page := &EntityPage{Entities: make([]odata.Entity, 0, min(top, 64))}
 	rows, err := db.Query(ctx, sql, args...)

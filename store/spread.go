@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgtables/pgtables/odata/filter"
 )
@@ -18,6 +19,14 @@ func (s *Store) pageOf(ctx context.Context, account, table string, q EntityQuery
 		sql, args, err := queryEntitiesSQL(distributed, account, table, q)
 		if err != nil {
 			return nil, err
+		}
+		if pk, ok := filter.Partition(q.Filter, "PartitionKey"); ok && distributed {
+			var page *EntityPage
+			err := s.routed(account, tableKey(table), pk, func(_, _ *combiner, pool *pgxpool.Pool) (err error) {
+				page, err = runPageOn(ctx, pool, q.Top, sql, args)
+				return err
+			})
+			return page, err
 		}
 		return s.runPage(ctx, q.Top, sql, args)
 	}

@@ -39,6 +39,7 @@ type Store struct {
 	reads, writes *combiner
 	obs           atomic.Pointer[observerRef] // see SetObserver
 	distributed   atomic.Bool                 // see DetectDistribution
+	router        atomic.Pointer[router]      // see route.go
 	purge         purgeState                  // see Purge
 }
 
@@ -60,6 +61,11 @@ type Options struct {
 	// and wakeups of the database per request, which is what bounds
 	// throughput when the database's cores are few.
 	Combine int
+	// RouteConns is the size of the pool of each Citus node that
+	// statements of one partition are sent to (route.go); default
+	// RouteConns(the pool's size). Negative: every statement goes to the
+	// coordinator.
+	RouteConns int
 }
 
 // Defaults for Options.

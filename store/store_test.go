@@ -45,7 +45,9 @@ func newStore(t testing.TB) *Store {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	return New(pool)
+	s := New(pool)
+	t.Cleanup(s.Close)
+	return s
 }
 
 func props(kv ...any) []odata.Property {

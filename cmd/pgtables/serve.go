@@ -98,7 +98,12 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		return fmt.Errorf("database: %w", err)
 	}
 	defer pool.Close()
-	st := store.NewWithOptions(pool, store.Options{Combine: cfg.dbCombine})
+	opts := store.Options{Combine: cfg.dbCombine}
+	if !cfg.citusRouting {
+		opts.RouteConns = -1
+	}
+	st := store.NewWithOptions(pool, opts)
+	defer st.Close()
 
 	domains := commaList(cfg.serviceDomains)
 	var migrated atomic.Bool
