@@ -73,19 +73,14 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 			return s.serveOps(c)
 		}
 		start := time.Now()
-		// The request's state and its time bound go into one new context
-		// and one copy of the request (withOrigin's work, inline).
-		st := &reqState{origin: resolveOrigin(r, s.cfg.TrustedProxies), op: labelUnknown}
-		ctx := context.WithValue(r.Context(), originKey{}, st)
+		// The time bound and the request's state share one copy of r.
+		ctx := r.Context()
 		if s.cfg.RequestTimeout > 0 {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, s.cfg.RequestTimeout)
 			defer cancel()
 		}
-		r = r.WithContext(ctx)
-		if st.origin.host != "" {
-			r.Host = st.origin.host
-		}
+		r, st := withOrigin(ctx, r, s.cfg.TrustedProxies)
 		c.SetRequest(r)
 
 		resp := c.Response()

@@ -61,17 +61,18 @@ type reqState struct {
 	auth, subject      string // the authentication scheme, and a token's subject
 }
 
-// withOrigin returns r with its origin resolved against the trusted
-// proxies: in its context (for clientOrigin) and, when a trusted proxy
-// forwarded the host the client addressed, as r.Host (for routing
-// host-style accounts and for {svc} URLs).
-func withOrigin(r *http.Request, trusted []netip.Prefix) *http.Request {
-	o := resolveOrigin(r, trusted)
-	r = r.WithContext(context.WithValue(r.Context(), originKey{}, &reqState{origin: o, op: labelUnknown}))
-	if o.host != "" {
-		r.Host = o.host
+// withOrigin returns r with ctx (r's context or one made from it) as its
+// context, carrying the request's state with its origin resolved against
+// the trusted proxies (for clientOrigin), and, when a trusted proxy
+// forwarded the host the client addressed, that host as r.Host (for
+// routing host-style accounts and for {svc} URLs).
+func withOrigin(ctx context.Context, r *http.Request, trusted []netip.Prefix) (*http.Request, *reqState) {
+	st := &reqState{origin: resolveOrigin(r, trusted), op: labelUnknown}
+	r = r.WithContext(context.WithValue(ctx, originKey{}, st))
+	if st.origin.host != "" {
+		r.Host = st.origin.host
 	}
-	return r
+	return r, st
 }
 
 // resolveOrigin works out who sent r. Forwarding headers count only when

@@ -101,7 +101,7 @@ func TestResolveOrigin(t *testing.T) {
 			if tc.trusted != nil {
 				tr = tc.trusted
 			}
-			r2 := withOrigin(r, tr)
+			r2, _ := withOrigin(r.Context(), r, tr)
 			o := requestOrigin(r2)
 			gotIP := ""
 			if o.ip.IsValid() {
