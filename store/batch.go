@@ -332,15 +332,15 @@ func (s *Store) firstExisting(ctx context.Context, account, table string, writes
 		rks[i] = writes[i].RowKey
 	}
 	lt, pk := tableKey(table), writes[0].PartitionKey
-	pool := s.pool
-	if n := s.route(account, lt, pk); n != nil {
-		pool = n.pool
-	}
-	rows, err := pool.Query(ctx, sqlExistingKeys, account, lt, distributionKey(account, lt, pk), pk, rks)
-	if err != nil {
-		return 0, classify(fmt.Errorf("find existing entities: %w", err))
-	}
-	existing, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	var existing []string
+	err := s.routed(account, lt, pk, func(_, _ *combiner, pool *pgxpool.Pool) error {
+		rows, err := pool.Query(ctx, sqlExistingKeys, account, lt, distributionKey(account, lt, pk), pk, rks)
+		if err != nil {
+			return err
+		}
+		existing, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
 	if err != nil {
 		return 0, classify(fmt.Errorf("find existing entities: %w", err))
 	}

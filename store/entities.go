@@ -318,65 +318,63 @@ func (s *Store) merge(ctx context.Context, q querier, account, lt string, w *Wri
 // mergeSlow merges under a row lock, checking the merged entity exactly.
 func (s *Store) mergeSlow(ctx context.Context, q querier, account, lt string, w *Write, now int64) (Result, error) {
 	var res Result
-	pool := s.pool
-	if n := s.route(account, lt, w.PartitionKey); n != nil {
-		pool = n.pool
-	}
-	err := inTx(ctx, pool, q, func(tx pgx.Tx) error {
-		var tableID int64
-		if err := tx.QueryRow(ctx, sqlLiveTableID, account, lt).Scan(&tableID); err != nil {
-			if errors.Is(err, pgx.ErrNoRows) {
-				return ErrTableNotFound
-			}
-			return err
-		}
-		dkey := distributionKey(account, lt, w.PartitionKey)
-		for {
-			var ts int64
-			var xmin uint32
-			var stored []byte
-			err := tx.QueryRow(ctx, sqlLockEntity, tableID, dkey, w.PartitionKey, w.RowKey).Scan(&ts, &xmin, &stored)
-			if errors.Is(err, pgx.ErrNoRows) {
-				if w.Match.Conditional() {
-					return ErrEntityNotFound
-				}
-				if err := odata.CheckEntity(w.PartitionKey, w.RowKey, w.Properties); err != nil {
-					return err
-				}
-				size := odata.EntitySize(w.PartitionKey, w.RowKey, w.Properties)
-				err := tx.QueryRow(ctx, sqlInsertByID, tableID, dkey, w.PartitionKey, w.RowKey, now, size, odata.AppendStored(nil, w.Properties)).Scan(&xmin)
+	err := s.routed(account, lt, w.PartitionKey, func(_, _ *combiner, pool *pgxpool.Pool) error {
+		return inTx(ctx, pool, q, func(tx pgx.Tx) error {
+			var tableID int64
+			if err := tx.QueryRow(ctx, sqlLiveTableID, account, lt).Scan(&tableID); err != nil {
 				if errors.Is(err, pgx.ErrNoRows) {
-					continue // inserted meanwhile by someone else: merge into it
+					return ErrTableNotFound
+				}
+				return err
+			}
+			dkey := distributionKey(account, lt, w.PartitionKey)
+			for {
+				var ts int64
+				var xmin uint32
+				var stored []byte
+				err := tx.QueryRow(ctx, sqlLockEntity, tableID, dkey, w.PartitionKey, w.RowKey).Scan(&ts, &xmin, &stored)
+				if errors.Is(err, pgx.ErrNoRows) {
+					if w.Match.Conditional() {
+						return ErrEntityNotFound
+					}
+					if err := odata.CheckEntity(w.PartitionKey, w.RowKey, w.Properties); err != nil {
+						return err
+					}
+					size := odata.EntitySize(w.PartitionKey, w.RowKey, w.Properties)
+					err := tx.QueryRow(ctx, sqlInsertByID, tableID, dkey, w.PartitionKey, w.RowKey, now, size, odata.AppendStored(nil, w.Properties)).Scan(&xmin)
+					if errors.Is(err, pgx.ErrNoRows) {
+						continue // inserted meanwhile by someone else: merge into it
+					}
+					if err != nil {
+						return err
+					}
+					res = Result{Timestamp: now, ETag: formatETag(now, xmin, w.PartitionKey, w.RowKey)}
+					return nil
 				}
 				if err != nil {
 					return err
 				}
-				res = Result{Timestamp: now, ETag: formatETag(now, xmin, w.PartitionKey, w.RowKey)}
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			switch w.Match.kind {
-			case matchNever:
-				return ErrConditionNotMet
-			case matchETag:
-				if w.Match.ts != ts || w.Match.xmin != xmin {
+				switch w.Match.kind {
+				case matchNever:
 					return ErrConditionNotMet
+				case matchETag:
+					if w.Match.ts != ts || w.Match.xmin != xmin {
+						return ErrConditionNotMet
+					}
 				}
-			}
-			merged, err := odata.DecodeStored(stored, nil)
-			if err != nil {
-				return fmt.Errorf("decode stored entity: %w", err)
-			}
-			merged = mergeProperties(merged, w.Properties)
-			if err := odata.CheckEntity(w.PartitionKey, w.RowKey, merged); err != nil {
+				merged, err := odata.DecodeStored(stored, nil)
+				if err != nil {
+					return fmt.Errorf("decode stored entity: %w", err)
+				}
+				merged = mergeProperties(merged, w.Properties)
+				if err := odata.CheckEntity(w.PartitionKey, w.RowKey, merged); err != nil {
+					return err
+				}
+				size := odata.EntitySize(w.PartitionKey, w.RowKey, merged)
+				res, err = s.writeResult(ctx, tx, account, lt, w, sqlUpdateByID, []any{tableID, dkey, w.PartitionKey, w.RowKey, odata.AppendStored(nil, merged), size, now})
 				return err
 			}
-			size := odata.EntitySize(w.PartitionKey, w.RowKey, merged)
-			res, err = s.writeResult(ctx, tx, account, lt, w, sqlUpdateByID, []any{tableID, dkey, w.PartitionKey, w.RowKey, odata.AppendStored(nil, merged), size, now})
-			return err
-		}
+		})
 	})
 	if err != nil {
 		return Result{}, classify(fmt.Errorf("merge entity: %w", err))
