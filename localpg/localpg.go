@@ -124,7 +124,11 @@ func Start(ctx context.Context, cfg Config) (srv *Server, err error) {
 		if s.dir, err = filepath.Abs(cfg.Dir); err != nil {
 			return nil, fmt.Errorf("data directory: %w", err)
 		}
-		if err = os.MkdirAll(s.dir, 0o700); err != nil {
+		// Directories above it as mkdir -p makes them; itself private.
+		if err = os.MkdirAll(filepath.Dir(s.dir), 0o755); err != nil {
+			return nil, fmt.Errorf("data directory: %w", err)
+		}
+		if err = os.Mkdir(s.dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 			return nil, fmt.Errorf("data directory: %w", err)
 		}
 	}
