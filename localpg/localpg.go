@@ -345,13 +345,8 @@ func (s *Server) initdb(ctx context.Context, runAs *account) error {
 // any server still running on it is nobody's.
 func (s *Server) clearStale(pgdata string) error {
 	pidFile := filepath.Join(pgdata, "postmaster.pid")
-	b, err := os.ReadFile(pidFile)
-	if err != nil {
-		return nil
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	pid, err := strconv.Atoi(strings.TrimSpace(line))
-	if err != nil || pid <= 0 {
+	pid := pidFileOwner(pgdata)
+	if pid <= 0 {
 		return nil
 	}
 	if !alive(pid) {
@@ -409,6 +404,32 @@ func (s *Server) waitReady(ctx context.Context) error {
 			return fmt.Errorf("postgres not ready after %s: %w", readyTimeout, last)
 		}
 	}
+}
+
+// ServerPID is the PID of the PostgreSQL server running on the data
+// directory dir, if one is.
+func ServerPID(dir string) (pid int, ok bool) {
+	pgdata := filepath.Join(dir, clusterDir)
+	pid = pidFileOwner(pgdata)
+	if pid <= 0 || !alive(pid) || !postgresOn(pid, pgdata) {
+		return 0, false
+	}
+	return pid, true
+}
+
+// Running reports whether process pid exists and has not exited (a zombie
+// has).
+func Running(pid int) bool { return alive(pid) }
+
+// pidFileOwner is the PID in the cluster's postmaster.pid; 0 when none.
+func pidFileOwner(pgdata string) int {
+	b, err := os.ReadFile(filepath.Join(pgdata, "postmaster.pid"))
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	pid, _ := strconv.Atoi(strings.TrimSpace(line))
+	return pid
 }
 
 // logTail is the end of the server's log.
