@@ -32,11 +32,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -174,7 +174,8 @@ func Start(ctx context.Context, cfg Config) (srv *Server, err error) {
 	if err := s.clearStale(pgdata); err != nil {
 		return nil, err
 	}
-	if len(filepath.Join(s.dir, ".s.PGSQL.5432.lock")) > maxSocketPath {
+	// A comma would split the host into several for libpq and pgx.
+	if len(filepath.Join(s.dir, ".s.PGSQL.5432.lock")) > maxSocketPath || strings.Contains(s.dir, ",") {
 		if s.sockDir, err = os.MkdirTemp("", "pgt"); err != nil {
 			return nil, fmt.Errorf("socket directory: %w", err)
 		}
@@ -186,7 +187,8 @@ func Start(ctx context.Context, cfg Config) (srv *Server, err error) {
 	}
 	args := []string{"-D", pgdata,
 		"-c", "listen_addresses=",
-		"-c", "unix_socket_directories=" + s.socket(),
+		// Quoted: the setting is a comma-separated list.
+		"-c", `unix_socket_directories="` + strings.ReplaceAll(s.socket(), `"`, `""`) + `"`,
 		"-c", "unix_socket_permissions=0700",
 		"-c", "port=" + strconv.Itoa(port),
 		"-c", "logging_collector=off",
@@ -200,27 +202,34 @@ func Start(ctx context.Context, cfg Config) (srv *Server, err error) {
 	s.cmd.Stdout, s.cmd.Stderr = s.logOut, s.logOut
 	s.cmd.SysProcAttr = procAttr(runAs)
 	s.log.Info("starting PostgreSQL", "version", s.bin.Version, "bin", s.bin.Dir, "log", filepath.Join(s.dir, logFile))
-	if err := s.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start postgres: %w", err)
-	}
+	started := make(chan error, 1)
 	go func() {
+		// The parent-death signal follows the thread that started the
+		// server: this goroutine keeps its thread until the server exits.
+		runtime.LockOSThread()
+		if err := s.cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
 		s.waitErr = s.cmd.Wait()
 		close(s.exited)
 	}()
+	if err := <-started; err != nil {
+		s.cmd = nil
+		return nil, fmt.Errorf("start postgres: %w", err)
+	}
 	if err := s.waitReady(ctx); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-// URL is the connection string of the server.
+// URL is the connection string of the server, in libpq's keyword/value
+// form, in which a socket directory with spaces is simply quoted.
 func (s *Server) URL() string {
-	u := url.URL{Scheme: "postgres", User: url.User(dbUser), Path: "/postgres", RawQuery: url.Values{
-		"host":    {s.socket()},
-		"port":    {strconv.Itoa(port)},
-		"sslmode": {"disable"},
-	}.Encode()}
-	return u.String()
+	quote := strings.NewReplacer(`\`, `\\`, `'`, `\'`)
+	return fmt.Sprintf("host='%s' port=%d user=%s dbname=postgres sslmode=disable", quote.Replace(s.socket()), port, dbUser)
 }
 
 // Dir is the data directory (the temporary one when ephemeral).

@@ -9,9 +9,7 @@ import (
 )
 
 // setParentDeathSignal asks the kernel to send the server a fast shutdown
-// when pgtables dies, SIGKILL included. (The signal follows the thread
-// that started the server; Go ends threads only under LockOSThread, which
-// pgtables does not use around this.)
+// when pgtables dies, SIGKILL included.
 func setParentDeathSignal(a *syscall.SysProcAttr) { a.Pdeathsig = syscall.SIGINT }
 
 // zombie reports whether pid has exited but not been reaped.

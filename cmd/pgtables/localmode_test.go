@@ -174,7 +174,7 @@ func TestLocalModeRestartAndKill(t *testing.T) {
 	requirePGServer(t)
 	ctx := context.Background()
 	dir := openDir(t)
-	data := filepath.Join(dir, "data")
+	data := filepath.Join(dir, "local data, here") // a socket path to quote
 	stopServerOf(t, data)
 	addr := freeAddr(t)
 	base := "http://" + addr
