@@ -1,4 +1,6 @@
-package localpg
+//go:build unix
+
+package localpg_test
 
 import (
 	"context"
@@ -9,38 +11,14 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgtables/pgtables/internal/testlocalpg"
+	"github.com/pgtables/pgtables/localpg"
 )
-
-// serverBinaries finds this machine's PostgreSQL server binaries. Without
-// them the test skips, unless PGTABLES_REQUIRE_PG_SERVER is set (as in
-// CI), where it fails.
-func serverBinaries(t *testing.T) Finder {
-	t.Helper()
-	f := Finder{Path: os.Getenv("PATH"), Patterns: DefaultPatterns()}
-	if _, err := f.Find(context.Background(), 0); err != nil {
-		if os.Getenv("PGTABLES_REQUIRE_PG_SERVER") != "" {
-			t.Fatalf("PGTABLES_REQUIRE_PG_SERVER is set: %v", err)
-		}
-		t.Skipf("no PostgreSQL server binaries: %v", err)
-	}
-	return f
-}
-
-// reachableDir is a new empty directory that the server's user can reach
-// when the test runs as root (t.TempDir's directories are private).
-func reachableDir(t *testing.T) string {
-	t.Helper()
-	d := t.TempDir()
-	for _, p := range []string{filepath.Dir(d), d} {
-		if err := os.Chmod(p, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return d
-}
 
 // testLog is a logger writing into the test's log.
 func testLog(t *testing.T) *slog.Logger {
@@ -48,9 +26,9 @@ func testLog(t *testing.T) *slog.Logger {
 }
 
 // startT starts a server and stops it when the test ends.
-func startT(t *testing.T, cfg Config) *Server {
+func startT(t *testing.T, cfg localpg.Config) *localpg.Server {
 	t.Helper()
-	s, err := Start(context.Background(), cfg)
+	s, err := localpg.Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}
@@ -58,7 +36,7 @@ func startT(t *testing.T, cfg Config) *Server {
 	return s
 }
 
-func exec1(t *testing.T, s *Server, sql string, args ...any) {
+func exec1(t *testing.T, s *localpg.Server, sql string, args ...any) {
 	t.Helper()
 	conn, err := pgx.Connect(context.Background(), s.URL())
 	if err != nil {
@@ -70,7 +48,7 @@ func exec1(t *testing.T, s *Server, sql string, args ...any) {
 	}
 }
 
-func count(t *testing.T, s *Server) int {
+func count(t *testing.T, s *localpg.Server) int {
 	t.Helper()
 	conn, err := pgx.Connect(context.Background(), s.URL())
 	if err != nil {
@@ -91,21 +69,25 @@ func count(t *testing.T, s *Server) int {
 // obstacle.
 func TestServerLifecycle(t *testing.T) {
 	t.Parallel()
-	finder := serverBinaries(t)
-	dir := filepath.Join(reachableDir(t), strings.Repeat("long-directory-name-", 5), "data")
-	if len(dir) <= maxSocketPath {
-		t.Fatalf("%s is not long enough", dir)
+	finder := testlocalpg.Finder(t)
+	dir := filepath.Join(testlocalpg.Dir(t), strings.Repeat("long-directory-name-", 5), "data")
+	if len(dir) < 108 {
+		t.Fatalf("%s is not too long for a socket", dir)
 	}
-	cfg := Config{Dir: dir, Finder: finder, Log: testLog(t)}
+	cfg := localpg.Config{Dir: dir, Finder: finder, Log: testLog(t)}
 	first := startT(t, cfg)
 	if strings.Contains(first.URL(), "long-directory-name") {
 		t.Errorf("socket under the long directory: %s", first.URL())
 	}
-	sockDir := first.socket()
+	pc, err := pgx.ParseConfig(first.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sockDir := pc.Host
 	exec1(t, first, `CREATE TABLE kept (n int)`)
 	exec1(t, first, `INSERT INTO kept VALUES (1)`)
 
-	if s, err := Start(context.Background(), cfg); err == nil {
+	if s, err := localpg.Start(context.Background(), cfg); err == nil {
 		s.Stop()
 		t.Fatal("a second server started on the same directory")
 	} else if !strings.Contains(err.Error(), "in use") {
@@ -121,9 +103,7 @@ func TestServerLifecycle(t *testing.T) {
 	// A pgtables that died leaves its server running without the lock.
 	second := startT(t, cfg)
 	exec1(t, second, `INSERT INTO kept VALUES (2)`)
-	orphanPID := second.cmd.Process.Pid
-	second.lock.Close()
-	second.lock = nil
+	orphanPID := second.Abandon()
 	third := startT(t, cfg)
 	select {
 	case <-second.Exited():
@@ -148,16 +128,20 @@ func TestServerLifecycle(t *testing.T) {
 	if err := gone.Run(); err != nil {
 		t.Fatal(err)
 	}
-	pidFile := filepath.Join(dir, clusterDir, "postmaster.pid")
+	cluster := filepath.Join(dir, "postgresql")
+	pidFile := filepath.Join(cluster, "postmaster.pid")
 	for _, pid := range []int{sleeper.Process.Pid, gone.Process.Pid} {
-		if err := os.WriteFile(pidFile, []byte(strconv.Itoa(pid)+"\n"+filepath.Join(dir, clusterDir)+"\n"), 0o600); err != nil {
+		if err := os.WriteFile(pidFile, []byte(strconv.Itoa(pid)+"\n"+cluster+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		// The server's, as the server would have written it.
-		if uid, gid, ok := owner(filepath.Join(dir, clusterDir)); ok {
-			if err := os.Chown(pidFile, int(uid), int(gid)); err != nil {
-				t.Fatal(err)
-			}
+		fi, err := os.Stat(cluster)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		if err := os.Chown(pidFile, int(st.Uid), int(st.Gid)); err != nil {
+			t.Fatal(err)
 		}
 		s := startT(t, cfg)
 		if n := count(t, s); n != 2 {
@@ -167,7 +151,7 @@ func TestServerLifecycle(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if !alive(sleeper.Process.Pid) {
+	if !localpg.Running(sleeper.Process.Pid) {
 		t.Error("the unrelated process was signalled")
 	}
 }
@@ -176,7 +160,7 @@ func TestServerLifecycle(t *testing.T) {
 // own, which Stop removes.
 func TestEphemeral(t *testing.T) {
 	t.Parallel()
-	s := startT(t, Config{Ephemeral: true, Finder: serverBinaries(t), Log: testLog(t)})
+	s := startT(t, localpg.Config{Ephemeral: true, Finder: testlocalpg.Finder(t), Log: testLog(t)})
 	conn, err := pgx.Connect(context.Background(), s.URL())
 	if err != nil {
 		t.Fatal(err)
@@ -209,11 +193,11 @@ func TestForeignDirectoryRefused(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("mine"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Start(context.Background(), Config{Dir: dir, Finder: Finder{Path: ""}})
+	_, err := localpg.Start(context.Background(), localpg.Config{Dir: dir, Finder: localpg.Finder{Path: ""}})
 	if err == nil || !strings.Contains(err.Error(), "not empty") {
 		t.Fatalf("Start in a foreign directory: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, clusterDir)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(dir, "postgresql")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a cluster was made in a foreign directory: %v", err)
 	}
 }

@@ -17,35 +17,9 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
+	"github.com/pgtables/pgtables/internal/testlocalpg"
 	"github.com/pgtables/pgtables/localpg"
 )
-
-// requirePGServer fails the test when this machine has no PostgreSQL
-// server binaries and PGTABLES_REQUIRE_PG_SERVER is set (CI), and skips
-// it when not set.
-func requirePGServer(t *testing.T) {
-	t.Helper()
-	f := localpg.Finder{Path: os.Getenv("PATH"), Patterns: localpg.DefaultPatterns()}
-	if _, err := f.Find(context.Background(), 0); err != nil {
-		if os.Getenv("PGTABLES_REQUIRE_PG_SERVER") != "" {
-			t.Fatalf("PGTABLES_REQUIRE_PG_SERVER is set: %v", err)
-		}
-		t.Skipf("no PostgreSQL server binaries: %v", err)
-	}
-}
-
-// openDir is a new directory that PostgreSQL's user can reach when the
-// test runs as root (t.TempDir's directories are private).
-func openDir(t *testing.T) string {
-	t.Helper()
-	d := t.TempDir()
-	for _, p := range []string{filepath.Dir(d), d} {
-		if err := os.Chmod(p, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return d
-}
 
 // localProc is pgtables run as its own process, with an environment of
 // its own.
@@ -111,6 +85,21 @@ func (p *localProc) waitReady(t *testing.T, base string) {
 	}
 }
 
+// terminate sends SIGTERM: pgtables must exit 0, and its PostgreSQL
+// (pid) be gone.
+func (p *localProc) terminate(t *testing.T, pid int) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.wait(t); err != nil {
+		t.Fatalf("exit after SIGTERM: %v\n%s", err, p.logs)
+	}
+	if localpg.Running(pid) {
+		t.Errorf("PostgreSQL (pid %d) still running after pgtables exited", pid)
+	}
+}
+
 // stopServerOf ends, when the test ends, a PostgreSQL still running on
 // the data directory, so that no test leaves one behind.
 func stopServerOf(t *testing.T, data string) {
@@ -171,9 +160,9 @@ func readAll(t *testing.T, client *aztables.Client, filter string) map[string]in
 // none running.
 func TestLocalModeRestartAndKill(t *testing.T) {
 	t.Parallel()
-	requirePGServer(t)
+	testlocalpg.Finder(t)
 	ctx := context.Background()
-	dir := openDir(t)
+	dir := testlocalpg.Dir(t)
 	data := filepath.Join(dir, "local data, here") // a socket path to quote
 	stopServerOf(t, data)
 	addr := freeAddr(t)
@@ -231,16 +220,7 @@ func TestLocalModeRestartAndKill(t *testing.T) {
 		t.Fatalf("no PostgreSQL on %s while serving", data)
 	}
 
-	// SIGTERM: pgtables exits 0 and its PostgreSQL is gone.
-	if err := first.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := first.wait(t); err != nil {
-		t.Fatalf("exit after SIGTERM: %v\n%s", err, first.logs)
-	}
-	if localpg.Running(firstPID) {
-		t.Errorf("PostgreSQL (pid %d) still running after pgtables exited", firstPID)
-	}
+	first.terminate(t, firstPID)
 
 	// A restart reads the data back.
 	second := startProc(t, env...)
@@ -276,15 +256,7 @@ func TestLocalModeRestartAndKill(t *testing.T) {
 	if localpg.Running(secondPID) {
 		t.Errorf("the killed pgtables' PostgreSQL (pid %d) still runs beside the new one (pid %d)", secondPID, thirdPID)
 	}
-	if err := third.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := third.wait(t); err != nil {
-		t.Fatalf("exit after SIGTERM: %v\n%s", err, third.logs)
-	}
-	if localpg.Running(thirdPID) {
-		t.Errorf("PostgreSQL (pid %d) still running after pgtables exited", thirdPID)
-	}
+	third.terminate(t, thirdPID)
 }
 
 // Without server binaries anywhere (PATH emptied, no usual location),

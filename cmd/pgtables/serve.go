@@ -108,7 +108,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) (err error) {
 		go func() {
 			select {
 			case <-local.Exited():
-				log.Error("the local PostgreSQL exited; shutting down", "err", local.ExitErr())
+				log.Warn("the local PostgreSQL exited; shutting down")
 				cancel()
 			case <-ctx.Done():
 			}
