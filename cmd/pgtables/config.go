@@ -197,5 +197,8 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 			c.local = false
 		}
 	}
+	if c.ephemeral && !c.local {
+		return nil, nil, errors.New("ephemeral is for local mode, and a database is configured (PGTABLES_DATABASE_URL or PGHOST, ...)")
+	}
 	return c, fs.Args(), nil
 }

@@ -293,7 +293,7 @@ func TestLocalModeChoice(t *testing.T) {
 		env  map[string]string
 		want bool
 	}{
-		{nil, true},
+		{map[string]string{}, true},
 		{map[string]string{"PGTABLES_DATA_DIR": "elsewhere"}, true},
 		{map[string]string{"PGTABLES_DATABASE_URL": "postgres://db/x"}, false},
 		{map[string]string{"PGHOST": "db"}, false},
@@ -304,6 +304,10 @@ func TestLocalModeChoice(t *testing.T) {
 		cfg, _, err := parseConfig("pgtables", nil, env(tc.env), os.Stderr)
 		if err != nil || cfg.local != tc.want {
 			t.Errorf("%v: local %v (%v), want %v", tc.env, cfg != nil && cfg.local, err, tc.want)
+		}
+		tc.env["PGTABLES_LOCAL_EPHEMERAL"] = "true"
+		if _, _, err := parseConfig("pgtables", nil, env(tc.env), os.Stderr); (err == nil) != tc.want {
+			t.Errorf("%v: ephemeral accepted: %v, want %v", tc.env, err == nil, tc.want)
 		}
 	}
 	var pipe strings.Builder
