@@ -113,6 +113,7 @@ func Start(ctx context.Context, cfg Config) (srv *Server, err error) {
 	}
 	defer func() {
 		if err != nil {
+			_ = s.stopProcess()
 			s.cleanup()
 		}
 	}()
