@@ -197,7 +197,7 @@ func TestForeignDirectoryRefused(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "not empty") {
 		t.Fatalf("Start in a foreign directory: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "postgresql")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("a cluster was made in a foreign directory: %v", err)
+	if entries, err := os.ReadDir(dir); err != nil || len(entries) != 1 {
+		t.Errorf("the foreign directory changed: %v %v", entries, err)
 	}
 }

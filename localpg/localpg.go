@@ -133,10 +133,12 @@ func Start(ctx context.Context, cfg Config) (srv *Server, err error) {
 			return nil, fmt.Errorf("data directory: %w", err)
 		}
 	}
-	if s.lock, err = lockDir(s.dir); err != nil {
+	// Checked before the lock file goes in: a foreign directory is left as
+	// it was.
+	if err := checkContents(s.dir); err != nil {
 		return nil, err
 	}
-	if err := checkContents(s.dir); err != nil {
+	if s.lock, err = lockDir(s.dir); err != nil {
 		return nil, err
 	}
 	pgdata := filepath.Join(s.dir, clusterDir)
