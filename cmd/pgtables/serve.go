@@ -115,6 +115,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) (err error) {
 		}()
 		// Runs after the pool has closed (defers run last first).
 		defer func() {
+			cancel() // the watch above ends: what follows is no surprise
 			select {
 			case <-local.Exited():
 				if err == nil {
