@@ -108,8 +108,10 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) (err error) {
 		go func() {
 			select {
 			case <-local.Exited():
-				log.Warn("the local PostgreSQL exited; shutting down")
-				cancel()
+				if ctx.Err() == nil {
+					log.Warn("the local PostgreSQL exited; shutting down")
+					cancel()
+				}
 			case <-ctx.Done():
 			}
 		}()
