@@ -156,8 +156,8 @@ func readAll(t *testing.T, client *aztables.Client, filter string) map[string]in
 // PostgreSQL of its own in its data directory, beside the machine's own
 // server: the SDK works against it; the data outlives a SIGTERM and a
 // SIGKILL of pgtables; the server of a killed pgtables is dealt with, so
-// that one PostgreSQL at most runs on the directory; and a SIGTERM leaves
-// none running.
+// that one PostgreSQL at most runs on the directory; a SIGTERM leaves
+// none running; and pgtables exits 1 when its PostgreSQL dies under it.
 func TestLocalModeRestartAndKill(t *testing.T) {
 	t.Parallel()
 	testlocalpg.Finder(t)
@@ -257,6 +257,24 @@ func TestLocalModeRestartAndKill(t *testing.T) {
 		t.Errorf("the killed pgtables' PostgreSQL (pid %d) still runs beside the new one (pid %d)", secondPID, thirdPID)
 	}
 	third.terminate(t, thirdPID)
+
+	// Its PostgreSQL gone from under it, pgtables stops with an error.
+	fourth := startProc(t, env...)
+	fourth.waitReady(t, base)
+	fourthPID, ok := localpg.ServerPID(data)
+	if !ok {
+		t.Fatalf("no PostgreSQL on %s while serving", data)
+	}
+	if err := syscall.Kill(fourthPID, syscall.SIGQUIT); err != nil {
+		t.Fatal(err)
+	}
+	var exit *exec.ExitError
+	if err := fourth.wait(t); !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Errorf("exit after PostgreSQL's: %v, want status 1\n%s", err, fourth.logs)
+	}
+	if !strings.Contains(fourth.logs.String(), "the local PostgreSQL exited") {
+		t.Errorf("no word of PostgreSQL's exit:\n%s", fourth.logs)
+	}
 }
 
 // Without server binaries anywhere (PATH emptied, no usual location),
