@@ -185,13 +185,21 @@ func TestEphemeral(t *testing.T) {
 	}
 }
 
-// A directory holding something else is refused before anything is
-// written into it.
+// A directory holding something else (a volume's lost+found aside) is
+// refused before anything is written into it.
 func TestForeignDirectoryRefused(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("mine"), 0o600); err != nil {
 		t.Fatal(err)
+	}
+	// A volume's lost+found is no obstacle: the binaries' absence is next.
+	volume := t.TempDir()
+	if err := os.Mkdir(filepath.Join(volume, "lost+found"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := localpg.Start(context.Background(), localpg.Config{Dir: volume, Finder: localpg.Finder{Path: ""}}); !errors.Is(err, localpg.ErrNotFound) {
+		t.Errorf("Start on a fresh volume without binaries: %v, want ErrNotFound", err)
 	}
 	_, err := localpg.Start(context.Background(), localpg.Config{Dir: dir, Finder: localpg.Finder{Path: ""}})
 	if err == nil || !strings.Contains(err.Error(), "not empty") {

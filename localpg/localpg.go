@@ -482,6 +482,7 @@ func checkContents(dir string) error {
 		case name == clusterDir:
 			ours = true
 		case name == lockFile || name == logFile || name == initDir || strings.HasPrefix(name, ".s.PGSQL."):
+		case name == "lost+found": // the root of a freshly made file system: a volume
 		default:
 			other = append(other, name)
 		}
