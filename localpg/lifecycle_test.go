@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -157,10 +158,47 @@ func TestServerLifecycle(t *testing.T) {
 }
 
 // An ephemeral server runs with durability off in a directory of its
-// own, which Stop removes.
+// own, which Stop removes; starting, it removes the directories of
+// ephemeral servers whose pgtables died, and those only.
 func TestEphemeral(t *testing.T) {
 	t.Parallel()
-	s := startT(t, localpg.Config{Ephemeral: true, Finder: testlocalpg.Finder(t), Log: testLog(t)})
+	finder := testlocalpg.Finder(t)
+	tmp := testlocalpg.Dir(t)
+	old := time.Now().Add(-time.Hour)
+	dirs := map[string]bool{} // name: whether it must remain
+	for name, remains := range map[string]bool{
+		"pgtables-ephemeral-abandoned": false,
+		"pgtables-ephemeral-held":      true, // its pgtables runs
+		"pgtables-ephemeral-new":       true, // its pgtables is about to lock it
+		"something-else":               true,
+	} {
+		dir := filepath.Join(tmp, name)
+		if err := os.MkdirAll(filepath.Join(dir, "postgresql"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if name == "pgtables-ephemeral-held" {
+			f, err := os.OpenFile(filepath.Join(dir, "pgtables.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if name != "pgtables-ephemeral-new" {
+			if err := os.Chtimes(dir, old, old); err != nil {
+				t.Fatal(err)
+			}
+		}
+		dirs[name] = remains
+	}
+	s := startT(t, localpg.Config{Ephemeral: true, TempDir: tmp, Finder: finder, Log: testLog(t)})
+	for name, remains := range dirs {
+		if _, err := os.Stat(filepath.Join(tmp, name)); (err == nil) != remains {
+			t.Errorf("%s: remains %v (%v), want %v", name, err == nil, err, remains)
+		}
+	}
 	conn, err := pgx.Connect(context.Background(), s.URL())
 	if err != nil {
 		t.Fatal(err)

@@ -55,6 +55,13 @@ const (
 	initDir = "postgresql.init"
 )
 
+// ephemeralPrefix begins the names of ephemeral clusters' directories.
+const ephemeralPrefix = "pgtables-ephemeral-"
+
+// abandonedAge is how old an ephemeral directory nobody holds must be to
+// be taken for abandoned: a new one is unlocked for a moment.
+const abandonedAge = time.Minute
+
 // port names the socket file; the server listens on no TCP port.
 const port = 5432
 
@@ -81,6 +88,10 @@ type Config struct {
 	// removed by Stop, without crash safety (fsync, synchronous_commit
 	// and full_page_writes off): for tests and CI, never for data to keep.
 	Ephemeral bool
+	// TempDir is where an ephemeral cluster's directory goes; empty:
+	// os.TempDir(). The directories of ephemeral clusters whose pgtables
+	// died there are removed when the next one starts.
+	TempDir string
 	// Finder finds the server binaries.
 	Finder Finder
 	// Log receives the lifecycle's events.
@@ -118,7 +129,8 @@ func Start(ctx context.Context, cfg Config) (srv *Server, err error) {
 		}
 	}()
 	if cfg.Ephemeral {
-		if s.dir, err = os.MkdirTemp("", "pgtables-ephemeral-"); err != nil {
+		sweepEphemeral(cfg.TempDir, s.log)
+		if s.dir, err = os.MkdirTemp(cfg.TempDir, ephemeralPrefix); err != nil {
 			return nil, fmt.Errorf("temporary directory: %w", err)
 		}
 	} else {
@@ -466,6 +478,33 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, " | ")
+}
+
+// sweepEphemeral removes the directories of ephemeral clusters in tmp
+// (os.TempDir() when empty) that no pgtables holds and no server runs on:
+// their pgtables was killed before it could remove them. What cannot be
+// removed is left.
+func sweepEphemeral(tmp string, log *slog.Logger) {
+	if tmp == "" {
+		tmp = os.TempDir()
+	}
+	dirs, _ := filepath.Glob(filepath.Join(tmp, ephemeralPrefix+"*"))
+	for _, dir := range dirs {
+		fi, err := os.Stat(dir)
+		if err != nil || !fi.IsDir() || time.Since(fi.ModTime()) < abandonedAge {
+			continue
+		}
+		lock, err := lockDir(dir)
+		if err != nil {
+			continue // held by a running pgtables, or not ours to open
+		}
+		if _, running := ServerPID(dir); !running {
+			if err := os.RemoveAll(dir); err == nil {
+				log.Info("removed the directory of an abandoned ephemeral cluster", "dir", dir)
+			}
+		}
+		lock.Close()
+	}
 }
 
 // checkContents refuses a directory that is neither empty nor a data
