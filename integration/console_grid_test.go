@@ -18,13 +18,7 @@ func TestConsoleGridHoldsTheRowsInView(t *testing.T) {
 	tables := map[string]string{}
 	for _, s := range consoleSizes {
 		c, table := e.newTable()
-		for pk := range 25 {
-			var ents []map[string]any
-			for rk := range 100 {
-				ents = append(ents, map[string]any{"PartitionKey": fmt.Sprintf("p%02d", pk), "RowKey": fmt.Sprintf("r%03d", rk), "N": pk*100 + rk})
-			}
-			batchInsert(t, c, ents)
-		}
+		insertPages(t, c)
 		tables[s.name] = table
 	}
 	atSizes(t, e, true, func(t *testing.T, p *page) {
@@ -32,12 +26,10 @@ func TestConsoleGridHoldsTheRowsInView(t *testing.T) {
 		p.open("#/t/" + table)
 		p.waitText("#loaded-count", "100 entities loaded (more available)")
 		p.set("#top", "1000")
-		p.click("#run-query")
-		p.waitText("#loaded-count", "1000 entities loaded (more available)")
-		p.click("#next-page")
-		p.waitText("#loaded-count", "2000 entities loaded (more available)")
-		p.click("#next-page")
-		p.waitText("#loaded-count", "2500 entities loaded")
+		for _, step := range [][2]string{{"#run-query", "1000 entities loaded (more"}, {"#next-page", "2000 entities loaded (more"}, {"#next-page", "2500 entities loaded"}} {
+			p.click(step[0])
+			p.waitText("#loaded-count", step[1])
+		}
 		if n := p.count("#grid tbody tr"); n == 0 || n > 200 {
 			t.Errorf("the page holds %d rows of 2500", n)
 		}

@@ -344,6 +344,23 @@ func batchInsert(t *testing.T, c *aztables.Client, ents []map[string]any) {
 	}
 }
 
+// insertPages adds 2,500 entities in 25 partitions, their Name markup
+// to be shown as text; it returns their keys as "pk/rk", in order.
+func insertPages(t *testing.T, c *aztables.Client) []string {
+	t.Helper()
+	var keys []string
+	for pk := range 25 {
+		var ents []map[string]any
+		for rk := range 100 {
+			ents = append(ents, map[string]any{"PartitionKey": fmt.Sprintf("p%02d", pk), "RowKey": fmt.Sprintf("r%03d", rk), "N": pk*100 + rk,
+				"Name": fmt.Sprintf("<b>entity %d</b>", pk*100+rk), "Even": rk%2 == 0})
+			keys = append(keys, fmt.Sprintf("p%02d/r%03d", pk, rk))
+		}
+		batchInsert(t, c, ents)
+	}
+	return keys
+}
+
 // TestConsolePaging pages through 2,500 entities a thousand at a time at
 // both sizes, and logs how long each page takes from the answer to the
 // screen (no timed assertion: the machine's speed varies; see renderTime).
@@ -351,16 +368,7 @@ func TestConsolePaging(t *testing.T) {
 	t.Parallel()
 	e := newConsoleEnv(t)
 	c, table := e.newTable()
-	var want []string
-	for pk := range 25 {
-		var ents []map[string]any
-		for rk := range 100 {
-			ents = append(ents, map[string]any{"PartitionKey": fmt.Sprintf("p%02d", pk), "RowKey": fmt.Sprintf("r%03d", rk), "N": pk*100 + rk,
-				"Name": fmt.Sprintf("<b>entity %d</b>", pk*100+rk), "Even": rk%2 == 0})
-			want = append(want, fmt.Sprintf("p%02d/r%03d", pk, rk))
-		}
-		batchInsert(t, c, ents)
-	}
+	want := insertPages(t, c)
 	atSizes(t, e, true, func(t *testing.T, p *page) {
 		p.open("#/t/" + table)
 		p.waitText("#loaded-count", "100 entities loaded (more available)")
