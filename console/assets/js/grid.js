@@ -59,7 +59,7 @@ export class Grid {
   setColumns(cols, types) {
     this.cols = cols;
     this.colgroup.replaceChildren(h('col', { class: 'pick' }), h('col', { class: 'act' }), ...cols.map(() => h('col')));
-    this.thead.replaceChildren(h('tr', {}, h('th', {}, this.all), h('th', {}),
+    this.thead.replaceChildren(h('tr', { 'aria-rowindex': 1 }, h('th', {}, this.all), h('th', {}),
       cols.map((n) => h('th', { 'data-col': n }, n, h('span', { class: 'type' }, types.get(n))))));
     this.widths = cols.map(() => 0);
     this.setTypes(types);
