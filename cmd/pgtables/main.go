@@ -20,6 +20,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
+
+	"github.com/pgtables/pgtables/internal/logbuf"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -69,7 +71,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if cmd == "healthcheck" {
 		return healthcheck(ctx, cfg, stdout)
 	}
-	log, err := newLogger(cfg, stderr)
+	// Lines go out in batches (a write per request would cost more than
+	// the line), and all of them before run returns.
+	logOut := logbuf.New(stderr, logbuf.DefaultDelay)
+	defer logOut.Close()
+	log, err := newLogger(cfg, logOut)
 	if err != nil {
 		return err
 	}
