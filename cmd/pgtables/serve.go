@@ -92,6 +92,9 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		poolCfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
 	}
 	store.ConfigurePool(poolCfg)
+	if !cfg.sslModeSet {
+		store.PlainOnLoopback(poolCfg)
+	}
 	store.LimitAcquireWait(poolCfg, cfg.dbAcquireTimeout)
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {
