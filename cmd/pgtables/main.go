@@ -86,7 +86,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	defer stop()
 	// After the first signal, the next one gets the default action.
 	context.AfterFunc(ctx, stop)
-	return serve(ctx, cfg, log)
+	// A JSON logger's access lines are written straight to its output
+	// (httpapi.Config.AccessLogJSON).
+	var accessJSON io.Writer
+	if cfg.logFormat == "json" {
+		accessJSON = logOut
+	}
+	return serve(ctx, cfg, log, accessJSON)
 }
 
 func newLogger(cfg *config, w io.Writer) (*slog.Logger, error) {

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -46,7 +47,7 @@ func migrate(ctx context.Context, cfg *config, log *slog.Logger) error {
 // 503 at once, new requests are still answered for cfg.shutdownDelay, then
 // the listener closes and requests in flight get cfg.shutdownGrace to
 // finish; then the background work stops and the pool closes.
-func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
+func serve(ctx context.Context, cfg *config, log *slog.Logger, accessJSON io.Writer) error {
 	accounts := httpapi.DevAccounts()
 	if cfg.accounts == "" {
 		log.Warn("PGTABLES_ACCOUNTS is not set: serving only the development account devstoreaccount1 with its published key; do not expose this server")
@@ -123,6 +124,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		MaxConcurrentRequests: cfg.maxConcurrent,
 		RequestTimeout:        cfg.requestTimeout,
 		AccessLog:             cfg.accessLog,
+		AccessLogJSON:         accessJSON,
 		Console:               consoleHandler,
 		Bearer:                bearer,
 	}, st, log, func(ctx context.Context) error {
