@@ -1,12 +1,16 @@
 package httpapi
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"testing"
 	"time"
@@ -83,5 +87,35 @@ func BenchmarkAnswerBatch100(b *testing.B) {
 			b.Fatal(err)
 		}
 		_ = w.finish()
+	}
+}
+
+func benchAccessRecord() accessRecord {
+	return accessRecord{
+		level: slog.LevelInfo, operation: "get_entity", method: "GET", account: "devstoreaccount1", table: "bench",
+		status: 200, elapsed: 1234 * time.Microsecond, requestID: "b3ff6639-7d5d-4d54-b305-f2d513974a9a",
+		remoteIP: netip.MustParseAddr("127.0.0.1"), bytesOut: 420, auth: "SharedKeyLite", userAgent: "pgtables-bench",
+	}
+}
+
+// BenchmarkAccessLineSlog is the access line through slog's JSONHandler.
+func BenchmarkAccessLineSlog(b *testing.B) {
+	rec := benchAccessRecord()
+	h := slog.NewJSONHandler(io.Discard, nil)
+	now := time.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = h.Handle(context.Background(), rec.record(now))
+	}
+}
+
+// BenchmarkAccessLineJSON is the same line appended directly.
+func BenchmarkAccessLineJSON(b *testing.B) {
+	rec := benchAccessRecord()
+	now := time.Now()
+	var buf []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = rec.appendJSON(buf[:0], now)
 	}
 }

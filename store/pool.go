@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"net/netip"
 	"time"
 
 	"github.com/jackc/pgerrcode"
@@ -86,4 +87,67 @@ func (l *acquireLimiter) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data
 	if l.next != nil {
 		l.next.TraceQueryEnd(ctx, conn, data)
 	}
+}
+
+// PlainOnLoopback makes the connections of a pool built from cfg, and of
+// the pools of Citus nodes made from it, skip TLS to a database on this
+// machine (a loopback address, localhost): there encryption protects
+// nothing and costs CPU on both sides of every round trip. Call it only
+// when the connection string and the environment leave sslmode unset:
+// pgx's default, sslmode=prefer, tries TLS first and falls back to plain,
+// so plain is one of the ways prefer allows. Other hosts keep TLS.
+func PlainOnLoopback(cfg *pgxpool.Config) {
+	next := cfg.BeforeConnect
+	cfg.BeforeConnect = func(ctx context.Context, c *pgx.ConnConfig) error {
+		if next != nil {
+			if err := next(ctx, c); err != nil {
+				return err
+			}
+		}
+		dropLoopbackTLS(&c.Config)
+		return nil
+	}
+}
+
+// dropLoopbackTLS removes the TLS attempts to loopback hosts from c's
+// ways of connecting, where a plain way to the same host remains.
+func dropLoopbackTLS(c *pgconn.Config) {
+	type way struct {
+		host string
+		port uint16
+	}
+	plain := map[way]bool{}
+	if c.TLSConfig == nil {
+		plain[way{c.Host, c.Port}] = true
+	}
+	for _, fb := range c.Fallbacks {
+		if fb.TLSConfig == nil {
+			plain[way{fb.Host, fb.Port}] = true
+		}
+	}
+	drop := func(host string, port uint16, withTLS bool) bool {
+		return withTLS && isLoopbackHost(host) && plain[way{host, port}]
+	}
+	var kept []*pgconn.FallbackConfig
+	for _, fb := range c.Fallbacks {
+		if !drop(fb.Host, fb.Port, fb.TLSConfig != nil) {
+			kept = append(kept, fb)
+		}
+	}
+	if drop(c.Host, c.Port, c.TLSConfig != nil) && len(kept) > 0 {
+		// The first remaining way becomes the primary one.
+		c.Host, c.Port, c.TLSConfig = kept[0].Host, kept[0].Port, kept[0].TLSConfig
+		kept = kept[1:]
+	}
+	c.Fallbacks = kept
+}
+
+// isLoopbackHost reports a host name or address of this machine's
+// loopback interface (a Unix socket never uses TLS).
+func isLoopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }

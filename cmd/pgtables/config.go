@@ -5,7 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -15,7 +17,10 @@ import (
 
 // config is the whole configuration of the process.
 type config struct {
-	databaseURL    string
+	databaseURL string
+	// sslModeSet: the connection string or PGSSLMODE chooses sslmode;
+	// otherwise a database on loopback is reached without TLS.
+	sslModeSet     bool
 	listen         string
 	accounts       string
 	serviceDomains string
@@ -181,6 +186,7 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 			errs = append(errs, err)
 		}
 	})
+	c.sslModeSet = getenv("PGSSLMODE") != "" || sslModeIn(c.databaseURL)
 	if (c.tlsCert == "") != (c.tlsKey == "") {
 		errs = append(errs, errors.New("tls-cert and tls-key go together"))
 	}
@@ -201,4 +207,17 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 		return nil, nil, errors.New("ephemeral is for local mode, and a database is configured (PGTABLES_DATABASE_URL or PGHOST, ...)")
 	}
 	return c, fs.Args(), nil
+}
+
+// sslModeKeyword finds sslmode in a keyword/value connection string.
+var sslModeKeyword = regexp.MustCompile(`(^|\s)sslmode\s*=`)
+
+// sslModeIn reports whether the connection string (a URL or keyword/value
+// pairs) sets sslmode.
+func sslModeIn(conn string) bool {
+	if strings.HasPrefix(conn, "postgres://") || strings.HasPrefix(conn, "postgresql://") {
+		u, err := url.Parse(conn)
+		return err != nil || u.Query().Has("sslmode")
+	}
+	return sslModeKeyword.MatchString(conn)
 }

@@ -20,6 +20,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
+
+	"github.com/pgtables/pgtables/internal/logbuf"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -69,7 +71,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if cmd == "healthcheck" {
 		return healthcheck(ctx, cfg, stdout)
 	}
-	log, err := newLogger(cfg, stderr)
+	// The format follows the terminal, which the batching writer below
+	// hides, so it is settled on stderr itself.
+	if cfg.logFormat == "" {
+		cfg.logFormat = "json"
+		if isTerminal(stderr) {
+			cfg.logFormat = "text"
+		}
+	}
+	// Lines go out in batches (a write per request would cost more than
+	// the line), and all of them before run returns.
+	logOut := logbuf.New(stderr, logbuf.DefaultDelay)
+	defer logOut.Close()
+	log, err := newLogger(cfg, logOut)
 	if err != nil {
 		return err
 	}
@@ -80,7 +94,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	defer stop()
 	// After the first signal, the next one gets the default action.
 	context.AfterFunc(ctx, stop)
-	return serve(ctx, cfg, log)
+	// A JSON logger's access lines are written straight to its output
+	// (httpapi.Config.AccessLogJSON).
+	var accessJSON io.Writer
+	if cfg.logFormat == "json" {
+		accessJSON = logOut
+	}
+	return serve(ctx, cfg, log, accessJSON)
 }
 
 func newLogger(cfg *config, w io.Writer) (*slog.Logger, error) {

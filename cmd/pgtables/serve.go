@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -61,7 +62,7 @@ func migrate(ctx context.Context, cfg *config, log *slog.Logger) (err error) {
 // finish; then the background work stops and the pool closes. In local
 // mode the private PostgreSQL starts first and stops last; should it exit
 // on its own, the server shuts down and serve returns an error.
-func serve(ctx context.Context, cfg *config, log *slog.Logger) (err error) {
+func serve(ctx context.Context, cfg *config, log *slog.Logger, accessJSON io.Writer) (err error) {
 	accounts := httpapi.DevAccounts()
 	if cfg.accounts != "" {
 		var err error
@@ -140,6 +141,9 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) (err error) {
 		poolCfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
 	}
 	store.ConfigurePool(poolCfg)
+	if !cfg.sslModeSet {
+		store.PlainOnLoopback(poolCfg)
+	}
 	store.LimitAcquireWait(poolCfg, cfg.dbAcquireTimeout)
 	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
 	if err != nil {
@@ -168,6 +172,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) (err error) {
 		MaxConcurrentRequests: cfg.maxConcurrent,
 		RequestTimeout:        cfg.requestTimeout,
 		AccessLog:             cfg.accessLog,
+		AccessLogJSON:         accessJSON,
 		Console:               consoleHandler,
 		Bearer:                bearer,
 	}, st, log, func(ctx context.Context) error {
