@@ -109,9 +109,20 @@ func NewWithOptions(pool *pgxpool.Pool, opts Options) *Store {
 // Pool returns the connection pool, for health checks and metrics.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
-// Ping checks that the database answers.
+// Ping checks that the database answers and takes writes: a read-only
+// server (a standby, a demoted primary) is no primary for the store, and
+// the connection to it leaves the pool.
 func (s *Store) Ping(ctx context.Context) error {
-	if err := s.pool.Ping(ctx); err != nil {
+	err := s.pool.AcquireFunc(ctx, func(c *pgxpool.Conn) error {
+		if err := c.Ping(ctx); err != nil {
+			return err
+		}
+		if readOnly(c.Conn().PgConn()) {
+			return errReadOnly
+		}
+		return nil
+	})
+	if err != nil {
 		return classify(fmt.Errorf("ping: %w", err))
 	}
 	return nil
@@ -143,7 +154,7 @@ func unavailable(err error) bool {
 	// us, whatever the server said when it refused (authentication, too
 	// many connections, starting up).
 	var connectErr *pgconn.ConnectError
-	if errors.As(err, &connectErr) {
+	if errors.As(err, &connectErr) || errors.Is(err, errReadOnly) {
 		return true
 	}
 	var pgErr *pgconn.PgError
@@ -154,6 +165,10 @@ func unavailable(err error) bool {
 			pgErr.Code == pgerrcode.AdminShutdown,
 			pgErr.Code == pgerrcode.CrashShutdown,
 			pgErr.Code == pgerrcode.CannotConnectNow,
+			// A write reached a server that is read-only: a standby or
+			// a primary being demoted. The write did not happen; after
+			// the failover the new primary takes it.
+			pgErr.Code == pgerrcode.ReadOnlySQLTransaction,
 			pgErr.Code == pgerrcode.QueryCanceled,
 			pgErr.Code == pgerrcode.LockNotAvailable:
 			return true
