@@ -211,7 +211,7 @@ type writer struct {
 	phase *atomic.Value
 
 	step    int
-	begun   time.Time // when the current request began
+	begun   time.Time         // when the current request began
 	inserts map[string]bool   // row key -> acknowledged (false: 503)
 	batches map[string]bool   // first row key -> acknowledged (false: 503)
 	etag    azcore.ETag       // of the counter; "" after a 503
