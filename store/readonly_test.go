@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -107,6 +110,81 @@ func TestReadOnlyConnectionLeavesPool(t *testing.T) {
 			}
 			if _, err := s.Write(ctx, acct, "t1", &Write{Op: OpInsert, PartitionKey: "p", RowKey: "r"}); err != nil {
 				t.Fatalf("write after the release: %v", err)
+			}
+		})
+	}
+}
+
+// With FailoverWait, reads and writes that found no server to take them
+// (here: the first connects go to a closed port, as they do while a
+// failover has no primary yet) wait for one and succeed; without it they
+// fail at once as unavailable.
+func TestFailoverWait(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		wait time.Duration
+		want error
+	}{
+		{"waits", 20 * time.Second, nil},
+		{"no wait", 0, ErrUnavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dsn := migratedDB(t)
+			cfg, err := pgxpool.ParseConfig(dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ConfigurePool(cfg)
+			var connects, fail atomic.Int32
+			cfg.BeforeConnect = func(_ context.Context, cc *pgx.ConnConfig) error {
+				if connects.Add(1) <= fail.Load() {
+					cc.Host, cc.Port, cc.Fallbacks = "127.0.0.1", 1, nil
+				}
+				return nil
+			}
+			pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(pool.Close)
+			s := NewWithOptions(pool, Options{FailoverWait: tc.wait})
+			t.Cleanup(s.Close)
+			ctx := context.Background()
+			if err := s.CreateTable(ctx, acct, "t1"); err != nil {
+				t.Fatal(err)
+			}
+			for _, op := range []struct {
+				name string
+				run  func() error
+			}{
+				{"write", func() error {
+					_, err := s.Write(ctx, acct, "t1", &Write{Op: OpInsert, PartitionKey: "p", RowKey: "r"})
+					return err
+				}},
+				{"batch", func() error {
+					_, err := s.Batch(ctx, acct, "t1", []Write{{Op: OpInsert, PartitionKey: "p", RowKey: "b"}})
+					return err
+				}},
+				{"read", func() error {
+					_, err := s.GetEntity(ctx, acct, "t1", "p", "r")
+					if tc.want != nil && errors.Is(err, ErrEntityNotFound) {
+						return nil // the writes before failed, as they should
+					}
+					return err
+				}},
+				{"query", func() error {
+					_, err := s.QueryEntities(ctx, acct, "t1", EntityQuery{Top: 10})
+					return err
+				}},
+			} {
+				// The pool's connections go; the next three connects fail.
+				pool.Reset()
+				fail.Store(connects.Load() + 3)
+				if err := op.run(); !errors.Is(err, tc.want) && (tc.want != nil || err != nil) {
+					t.Errorf("%s: %v, want %v", op.name, err, tc.want)
+				}
 			}
 		})
 	}

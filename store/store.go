@@ -61,6 +61,12 @@ type Options struct {
 	// and wakeups of the database per request, which is what bounds
 	// throughput when the database's cores are few.
 	Combine int
+	// FailoverWait bounds how long a request waits for a writable
+	// primary when there is none, as during a failover (see outlast):
+	// reads, and writes that certainly had no effect, are tried again
+	// meanwhile. Zero (the default): no waiting, the request fails at
+	// once, as it must when the database is down for longer.
+	FailoverWait time.Duration
 	// RouteConns is the size of the pool of each Citus node that
 	// statements of one partition are sent to (route.go); default
 	// RouteConns(the pool's size). Negative: every statement goes to the

@@ -191,7 +191,9 @@ func startPgtables(t *testing.T, dsn string) *pgtables {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := store.New(pool)
+	// As PGTABLES_DB_FAILOVER_WAIT=20s: while no primary takes them,
+	// reads and writes that certainly had no effect wait for one.
+	st := store.NewWithOptions(pool, store.Options{FailoverWait: 20 * time.Second})
 	if err := st.DetectDistribution(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +201,7 @@ func startPgtables(t *testing.T, dsn string) *pgtables {
 	if os.Getenv("PGTABLES_TEST_LOG") != "" {
 		logTo = os.Stderr
 	}
-	srv := httpapi.New(httpapi.Config{Version: "test", RequestTimeout: 20 * time.Second}, st,
+	srv := httpapi.New(httpapi.Config{Version: "test", RequestTimeout: 30 * time.Second}, st,
 		slog.New(slog.NewTextHandler(logTo, &slog.HandlerOptions{Level: slog.LevelWarn})), st.Ping)
 	srv.StartServing()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -32,7 +32,8 @@ const requireHA = "PGTABLES_REQUIRE_HA"
 // switches the primary over (pg_autoctl perform switchover), then kills
 // the primary (its keeper and postmaster, kill -9) and waits for the
 // standby's promotion. Throughout, every failure a client sees must be a
-// retryable 503 ServerBusy. Afterwards every acknowledged write is there,
+// retryable 503 ServerBusy; with the failover wait, reads do not fail
+// during the switchover. Afterwards every acknowledged write is there,
 // every batch is whole or absent, and every counter equals its
 // acknowledged updates. It logs what clients saw in each phase and the
 // time from the promotion to pgtables' first acknowledged write.
@@ -160,6 +161,11 @@ func TestFailover(t *testing.T) {
 	stats.log(t)
 	for _, bad := range stats.bad() {
 		t.Errorf("a client saw %s: only 503 ServerBusy is retryable", bad)
+	}
+	// A planned switchover is shorter than the failover wait: reads wait
+	// for the new primary rather than fail.
+	for _, failed := range stats.failed("switchover", "read") {
+		t.Errorf("a read failed during the switchover: %s", failed)
 	}
 }
 
@@ -476,6 +482,19 @@ func (o *outcomes) log(t *testing.T) {
 	for _, k := range keys {
 		t.Logf("requests: %-60s %d", strings.ReplaceAll(k, "|", " / "), o.counts[k])
 	}
+}
+
+// failed lists the failures of op in phase.
+func (o *outcomes) failed(phase, op string) []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var failed []string
+	for k, n := range o.counts {
+		if strings.HasPrefix(k, phase+"|"+op+"|") && !strings.HasSuffix(k, "|ok") {
+			failed = append(failed, fmt.Sprintf("%s (%d times)", strings.ReplaceAll(k, "|", " / "), n))
+		}
+	}
+	return failed
 }
 
 // bad lists outcomes other than success and 503 ServerBusy.
