@@ -13,14 +13,16 @@ import (
 )
 
 // storeOn returns a store on dsn, its pool configured as the server's
-// (ConfigurePool) and at most conns connections.
-func storeOn(t *testing.T, dsn string, conns int32) *Store {
+// (ConfigurePool) and at most conns connections (0: pgxpool's default).
+func storeOn(t testing.TB, dsn string, conns int32) *Store {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.MaxConns = conns
+	if conns > 0 {
+		cfg.MaxConns = conns
+	}
 	ConfigurePool(cfg)
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {

@@ -2,7 +2,6 @@ package ha
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -15,10 +14,11 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgtables/pgtables/internal/sdkfail"
 )
 
 // requireHA is the variable with which CI asks for the tests of this
@@ -377,35 +377,8 @@ func (w *writer) tally(acked, there bool, what string) {
 // isBusy reports a 503 ServerBusy answer, the one failure a client may
 // see during a failover.
 func isBusy(err error) bool {
-	status, code := failure(err)
+	status, code := sdkfail.Of(err)
 	return status == http.StatusServiceUnavailable && code == "ServerBusy"
-}
-
-var (
-	subStatus = regexp.MustCompile(`HTTP/1\.1 (\d{3}) `)
-	subCode   = regexp.MustCompile(`"code":"(\w+)"`)
-)
-
-// failure returns the status and error code of a failed request; for a
-// batch answered 202 with a failed sub-response, the sub-response's.
-func failure(err error) (int, string) {
-	var re *azcore.ResponseError
-	if !errors.As(err, &re) {
-		return -1, err.Error()
-	}
-	if re.StatusCode != http.StatusAccepted {
-		return re.StatusCode, re.ErrorCode
-	}
-	body, perr := runtime.Payload(re.RawResponse)
-	if perr != nil {
-		return -1, perr.Error()
-	}
-	m, c := subStatus.FindSubmatch(body), subCode.FindSubmatch(body)
-	if m == nil || c == nil {
-		return -1, "unreadable batch answer"
-	}
-	status, _ := strconv.Atoi(string(m[1]))
-	return status, string(c[1])
 }
 
 // outcomes counts requests by phase, operation and outcome, and notes when
@@ -422,7 +395,7 @@ func newOutcomes() *outcomes { return &outcomes{counts: map[string]int{}} }
 func (o *outcomes) add(phase, op string, begun time.Time, err error) {
 	outcome := "ok"
 	if err != nil {
-		status, code := failure(err)
+		status, code := sdkfail.Of(err)
 		outcome = fmt.Sprintf("%d %s", status, code)
 	}
 	o.mu.Lock()
