@@ -25,7 +25,10 @@ var (
 	ErrEntityExists    = errors.New("entity already exists")
 	ErrConditionNotMet = errors.New("update condition not satisfied")
 	// ErrUnavailable means the database could not be reached or shed the
-	// work; the request had no effect and may be retried.
+	// work; the request may be retried. It had no effect, except for a
+	// write whose connection was lost during its COMMIT, which may have
+	// committed (as after a primary's crash): retried, such a write is
+	// idempotent or meets its own earlier effect (409, 412).
 	ErrUnavailable = errors.New("database unavailable")
 )
 

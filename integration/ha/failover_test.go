@@ -231,7 +231,7 @@ type writer struct {
 func (w *writer) pk(kind string) string { return fmt.Sprintf("%s%d", kind, w.id) }
 
 func (w *writer) init(ctx context.Context) error {
-	w.inserts, w.batches = map[string]bool{}, map[string]bool{}
+	w.inserts, w.batches, w.errs = map[string]bool{}, map[string]bool{}, map[string]string{}
 	r, err := w.c.AddEntity(ctx, entity(w.t, w.pk("c"), "counter", 0), nil)
 	if err != nil {
 		return err
@@ -319,9 +319,6 @@ func counterOf(b []byte) int64 {
 }
 
 func (w *writer) record(op string, err error) {
-	if w.errs == nil {
-		w.errs = map[string]string{}
-	}
 	w.stats.add(w.phase.Load().(string), op, w.begun, err)
 }
 
