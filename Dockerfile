@@ -27,6 +27,34 @@ RUN --mount=type=cache,target=/go/pkg/mod \
       -ldflags "-s -w -X main.version=${VERSION}" \
       -o /out/pgtables ./cmd/pgtables
 
+# The all-in-one image (target "local"): pgtables in local mode, with
+# Debian's PostgreSQL inside and the data in the /data volume, for those
+# who use Azurite's image today. Both run as the user pgtables, not root.
+#
+#   docker build --target local -t pgtables-local .
+#   docker run -p 127.0.0.1:10002:10002 -v pgtables-data:/data pgtables-local
+#
+# A bind mount instead of a volume must be writable by uid 10001.
+FROM debian:bookworm-slim AS local
+# Debian's postgresql package would create a cluster of its own; local
+# mode makes its cluster in /data.
+RUN mkdir -p /etc/postgresql-common/createcluster.d \
+ && echo 'create_main_cluster = false' > /etc/postgresql-common/createcluster.d/pgtables.conf \
+ && apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql \
+ && rm -rf /var/lib/apt/lists/* \
+ && useradd --uid 10001 --user-group --no-create-home --home-dir /data --shell /usr/sbin/nologin pgtables \
+ && mkdir /data && chown pgtables:pgtables /data && chmod 0700 /data
+COPY --from=build /out/pgtables /usr/local/bin/pgtables
+ENV PGTABLES_LISTEN=0.0.0.0:10002 PGTABLES_DATA_DIR=/data
+VOLUME /data
+EXPOSE 10002
+USER pgtables:pgtables
+HEALTHCHECK --interval=10s --timeout=5s --start-period=60s --retries=3 \
+    CMD ["/usr/local/bin/pgtables", "healthcheck"]
+ENTRYPOINT ["/usr/local/bin/pgtables"]
+
+# The default target, last: the small image of the production shape.
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/pgtables /usr/local/bin/pgtables
 ENV PGTABLES_LISTEN=0.0.0.0:10002

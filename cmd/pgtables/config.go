@@ -5,8 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/pgtables/pgtables/localpg"
 )
 
 // config is the whole configuration of the process.
@@ -56,7 +60,20 @@ type config struct {
 	oidcAuthzURI     string // the 401 challenge's authorization_uri; "": from the first issuer
 	// disallowSharedKey names accounts that take bearer tokens only.
 	disallowSharedKey string
+
+	// Local mode: with no database configured, a private PostgreSQL.
+	local         bool   // no PGTABLES_DATABASE_URL and no libpq environment
+	dataDir       string // its data directory
+	ephemeral     bool   // a throwaway one in a temporary directory instead
+	localPGBin    string // "": search
+	localPGSearch string // further places to search, after PATH
+	path          string // PATH, searched for pg_config and initdb
 }
+
+// libpqEnv are the libpq environment variables that name a database: with
+// any of them set, pgtables connects where they say rather than running a
+// PostgreSQL of its own.
+var libpqEnv = []string{"PGHOST", "PGHOSTADDR", "PGPORT", "PGDATABASE", "PGUSER", "PGSERVICE"}
 
 // parseConfig reads the configuration: every setting is an environment
 // variable with a flag twin, and the flag wins when both are given. It
@@ -114,12 +131,16 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 		fs.BoolVar(p, flagName, v, usage+" ($"+env+")")
 	}
 
-	str(&c.databaseURL, "database-url", "PGTABLES_DATABASE_URL", "", "PostgreSQL connection string; empty uses the libpq environment (PGHOST, ...)")
+	str(&c.databaseURL, "database-url", "PGTABLES_DATABASE_URL", "", "PostgreSQL connection string; empty uses the libpq environment (PGHOST, ...), and without that either, runs a private PostgreSQL (local mode)")
+	str(&c.dataDir, "data-dir", "PGTABLES_DATA_DIR", "pgtables-data", "local mode: the directory of the private PostgreSQL's data")
+	boolean(&c.ephemeral, "ephemeral", "PGTABLES_LOCAL_EPHEMERAL", "false", "local mode: a throwaway PostgreSQL in a temporary directory removed at exit, with fsync off: NOT durable, for tests and CI")
+	str(&c.localPGBin, "local-pg-bin", "PGTABLES_LOCAL_PG_BIN", "", "local mode: the directory of PostgreSQL's initdb and postgres; empty: pg_config --bindir, then PATH, then -local-pg-search")
+	str(&c.localPGSearch, "local-pg-search", "PGTABLES_LOCAL_PG_SEARCH", strings.Join(localpg.DefaultPatterns(), string(filepath.ListSeparator)), "local mode: glob patterns of further directories to find PostgreSQL's binaries in, after PATH, separated by "+string(filepath.ListSeparator))
 	str(&c.listen, "listen", "PGTABLES_LISTEN", "127.0.0.1:10002", "address to serve on")
 	str(&c.accounts, "accounts", "PGTABLES_ACCOUNTS", "", "accounts as name1:key1[:key2];name2:key1; empty means the development account")
 	str(&c.serviceDomains, "service-domains", "PGTABLES_SERVICE_DOMAINS", "", "comma-separated domains for host-style addressing (<account>.<domain>); empty accepts any host whose first label is an account")
 	str(&c.logLevel, "log-level", "PGTABLES_LOG_LEVEL", "info", "debug, info, warn or error")
-	str(&c.logFormat, "log-format", "PGTABLES_LOG_FORMAT", "json", "json or text")
+	str(&c.logFormat, "log-format", "PGTABLES_LOG_FORMAT", "", "json or text; empty: text when standard error is a terminal, else json")
 	boolean(&c.accessLog, "access-log", "PGTABLES_ACCESS_LOG", "true", "log a line per request (at info; 5xx at warn)")
 	boolean(&c.console, "console", "PGTABLES_CONSOLE", "true", "serve the web console at /-/console/")
 	integer(&c.dbMaxConns, "db-max-conns", "PGTABLES_DB_MAX_CONNS", "20", 1, "maximum database connections")
@@ -172,6 +193,16 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	}
 	if len(errs) > 0 {
 		return nil, nil, errors.Join(errs...)
+	}
+	c.path = getenv("PATH")
+	c.local = c.databaseURL == ""
+	for _, v := range libpqEnv {
+		if getenv(v) != "" {
+			c.local = false
+		}
+	}
+	if c.ephemeral && !c.local {
+		return nil, nil, errors.New("ephemeral is for local mode, and a database is configured (PGTABLES_DATABASE_URL or PGHOST, ...)")
 	}
 	return c, fs.Args(), nil
 }

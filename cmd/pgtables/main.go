@@ -89,7 +89,14 @@ func newLogger(cfg *config, w io.Writer) (*slog.Logger, error) {
 		return nil, fmt.Errorf("log-level: %w", err)
 	}
 	opts := &slog.HandlerOptions{Level: level}
-	switch cfg.logFormat {
+	format := cfg.logFormat
+	if format == "" {
+		format = "json"
+		if isTerminal(w) {
+			format = "text"
+		}
+	}
+	switch format {
 	case "json":
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	case "text":

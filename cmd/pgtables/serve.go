@@ -30,11 +30,24 @@ import (
 // unreachable host would wait for the operating system's TCP timeout.
 const defaultConnectTimeout = 5 * time.Second
 
-func migrate(ctx context.Context, cfg *config, log *slog.Logger) error {
-	if err := migrations.UpWith(ctx, cfg.databaseURL, migrationOptions(cfg)); err != nil {
+func migrate(ctx context.Context, cfg *config, log *slog.Logger) (err error) {
+	dbURL := cfg.databaseURL
+	if cfg.local {
+		local, lerr := startLocal(ctx, cfg, log)
+		if lerr != nil {
+			return lerr
+		}
+		defer func() {
+			if serr := local.Stop(); err == nil {
+				err = serr
+			}
+		}()
+		dbURL = local.URL()
+	}
+	if err := migrations.UpWith(ctx, dbURL, migrationOptions(cfg)); err != nil {
 		return err
 	}
-	v, _, err := migrations.Version(cfg.databaseURL)
+	v, _, err := migrations.Version(dbURL)
 	if err != nil {
 		return err
 	}
@@ -45,12 +58,12 @@ func migrate(ctx context.Context, cfg *config, log *slog.Logger) error {
 // serve runs the server until ctx ends, then shuts down: /-/ready turns
 // 503 at once, new requests are still answered for cfg.shutdownDelay, then
 // the listener closes and requests in flight get cfg.shutdownGrace to
-// finish; then the background work stops and the pool closes.
-func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
+// finish; then the background work stops and the pool closes. In local
+// mode the private PostgreSQL starts first and stops last; should it exit
+// on its own, the server shuts down and serve returns an error.
+func serve(ctx context.Context, cfg *config, log *slog.Logger) (err error) {
 	accounts := httpapi.DevAccounts()
-	if cfg.accounts == "" {
-		log.Warn("PGTABLES_ACCOUNTS is not set: serving only the development account devstoreaccount1 with its published key; do not expose this server")
-	} else {
+	if cfg.accounts != "" {
 		var err error
 		if accounts, err = httpapi.ParseAccounts(cfg.accounts); err != nil {
 			return fmt.Errorf("accounts: %w", err)
@@ -83,7 +96,42 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 			"write_timeout", cfg.writeTimeout, "request_timeout", cfg.requestTimeout)
 	}
 
-	poolCfg, err := pgxpool.ParseConfig(cfg.databaseURL)
+	dbURL := cfg.databaseURL
+	if cfg.local {
+		local, lerr := startLocal(ctx, cfg, log)
+		if lerr != nil {
+			return lerr
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			select {
+			case <-local.Exited():
+				if ctx.Err() == nil {
+					log.Warn("the local PostgreSQL exited; shutting down")
+					cancel()
+				}
+			case <-ctx.Done():
+			}
+		}()
+		// Runs after the pool has closed (defers run last first).
+		defer func() {
+			cancel() // the watch above ends: what follows is no surprise
+			select {
+			case <-local.Exited():
+				if err == nil {
+					err = local.ExitErr()
+				}
+			default:
+			}
+			if serr := local.Stop(); err == nil {
+				err = serr
+			}
+		}()
+		dbURL = local.URL()
+	}
+	poolCfg, err := pgxpool.ParseConfig(dbURL)
 	if err != nil {
 		return fmt.Errorf("database url: %w", err)
 	}
@@ -162,6 +210,10 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		}
 	}()
 	log.Info("listening", "addr", ln.Addr().String(), "tls", tlsCfg != nil, "version", version, "accounts", len(accounts))
+	logEndpoints(log, ln.Addr(), tlsCfg != nil, cfg.accounts == "", cfg.console)
+	if cfg.accounts == "" {
+		log.Warn("PGTABLES_ACCOUNTS is not set: serving only the development account devstoreaccount1 with its published key; do not expose this server")
+	}
 
 	// Migrations run once the database answers; until then /-/ready is 503
 	// and protocol requests get a retryable ServerBusy. Then the purge of
@@ -171,7 +223,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for delay := 250 * time.Millisecond; ; delay = min(2*delay, 10*time.Second) {
-			err := migrations.UpWith(bg, cfg.databaseURL, migrationOptions(cfg))
+			err := migrations.UpWith(bg, dbURL, migrationOptions(cfg))
 			if errors.Is(err, migrations.ErrSchemaNewer) {
 				// A newer release migrated the database during a rolling
 				// upgrade; its schema keeps serving older replicas.

@@ -5,34 +5,12 @@
 import { Client, ServiceError, parseConnectionString, parseSASURL, makeSAS } from './client.js';
 import * as edm from './edm.js';
 import { toCSV, parseCSV } from './csv.js';
+import { h } from './dom.js';
+import { Grid } from './grid.js';
 
 // ---- small DOM helpers ----
 
-const PROPS = new Set(['value', 'checked', 'disabled', 'selected', 'readOnly', 'hidden', 'multiple']);
-
-/** h creates an element; attributes starting with "on" are listeners. */
-function h(tag, attrs, ...children) {
-  const el = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs || {})) {
-    if (v === null || v === undefined || v === false) continue;
-    if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
-    else if (PROPS.has(k)) el[k] = v;
-    else el.setAttribute(k, v === true ? '' : v);
-  }
-  for (const c of children.flat(Infinity)) {
-    if (c !== null && c !== undefined && c !== false) el.append(c instanceof Node ? c : String(c));
-  }
-  return el;
-}
-
 const $ = (sel, root = document) => root.querySelector(sel);
-
-const ESC = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
-
-/** esc escapes text for HTML, in content and in quoted attributes. */
-function esc(text) {
-  return String(text).replace(/[&<>"']/g, (c) => ESC[c]);
-}
 
 function option(value, label, selected) {
   return h('option', { value, selected: !!selected }, label ?? value);
@@ -386,52 +364,36 @@ async function viewEntities(main, table) {
   const top = h('select', { id: 'top', 'aria-label': 'Page size' }, [10, 100, 500, 1000].map((n) => option(String(n), n + ' per page', n === 100)));
   const shown = h('span', { id: 'loaded-count', class: 'muted' }, '');
   const nextBtn = h('button', { type: 'button', id: 'next-page', disabled: true }, 'Next page');
-  const thead = h('thead');
-  const tbody = h('tbody');
-  const grid = h('table', { class: 'data', id: 'grid' }, thead, tbody);
 
   // The grid's columns: the keys and Timestamp, then the others by name;
-  // types maps each to its type, or 'mixed'. A page is appended as the
-  // rows of its entities alone, built as one string of escaped HTML; the
-  // whole grid is built again only when a page brings a new column.
+  // types maps each to its type, or 'mixed'. The grid shows the rows in
+  // view (grid.js); its heading is built again only when a page brings a
+  // new column.
   let cols = [];
   const types = new Map();
-  const parsed = new WeakMap(); // wire object -> edm.fromWire of it
+  const parsed = new WeakMap(); // wire object -> its properties by name
   const propsOf = (obj) => {
     let e = parsed.get(obj);
-    if (!e) { e = edm.fromWire(obj); parsed.set(obj, e); }
-    return e.props;
+    if (!e) { e = new Map(edm.fromWire(obj).props.map((p) => [p.name, p])); parsed.set(obj, e); }
+    return e;
   };
+  const grid = new Grid(propsOf, (i) => editorDialog(table, loaded[i], reloadRow(i)));
   // learn adds the types of objs; true when a column is new.
   const learn = (objs) => {
     let added = false;
     for (const obj of objs) {
-      for (const p of propsOf(obj)) {
+      for (const p of propsOf(obj).values()) {
         const known = types.get(p.name);
         if (known === undefined) { types.set(p.name, p.type); added = true; } else if (known !== p.type) types.set(p.name, 'mixed');
       }
     }
     return added;
   };
-  const rowHTML = (obj, i) => {
-    const byName = new Map(propsOf(obj).map((p) => [p.name, p]));
-    let html = `<tr data-index="${i}" data-pk="${esc(obj.PartitionKey)}" data-rk="${esc(obj.RowKey)}">` +
-      `<td><input type="checkbox" aria-label="Select row ${i + 1}"></td><td><button type="button" class="edit">Edit</button></td>`;
-    for (const n of cols) {
-      const p = byName.get(n);
-      html += p ? `<td title="${esc(p.type + ': ' + p.text)}" data-type="${esc(p.type)}">${esc(p.text)}</td>` : '<td></td>';
-    }
-    return html + '</tr>';
-  };
   const renderHead = () => {
     const names = [...types.keys()];
     cols = [...names.filter(edm.isSystem), ...names.filter((n) => !edm.isSystem(n)).sort()];
     columns.replaceChildren(...cols.map((n) => option(n)));
-    const all = h('input', { type: 'checkbox', id: 'select-all', 'aria-label': 'Select all', onchange: (ev) => {
-      for (const cb of tbody.querySelectorAll('input[type=checkbox]')) cb.checked = ev.target.checked;
-    } });
-    thead.replaceChildren(h('tr', {}, h('th', {}, all), h('th', {}, ''),
-      cols.map((n) => h('th', { 'data-col': n }, n, h('span', { class: 'type' }, types.get(n))))));
+    grid.setColumns(cols, types);
   };
   const renderCount = () => {
     shown.textContent = count(loaded.length, 'entity', 'entities') + ' loaded' + (next ? ' (more available)' : '');
@@ -444,27 +406,19 @@ async function viewEntities(main, table) {
     if (learn(loaded.slice(from)) || from === 0) {
       from = 0;
       renderHead();
-      tbody.textContent = '';
     } else {
-      // A type that became mixed shows in the heading.
-      for (const th of thead.querySelectorAll('th[data-col]')) th.lastChild.textContent = types.get(th.dataset.col);
+      grid.setTypes(types); // a type that became mixed shows in the heading
     }
-    let html = '';
-    for (let i = from; i < loaded.length; i++) html += rowHTML(loaded[i], i);
-    tbody.insertAdjacentHTML('beforeend', html);
+    grid.show(loaded, from);
     renderCount();
   };
-  tbody.addEventListener('click', (ev) => {
-    const b = ev.target.closest('button.edit');
-    if (!b) return;
-    const i = +b.closest('tr').dataset.index;
-    editorDialog(table, loaded[i], reloadRow(i));
-  });
   // reloadRow returns what the editor calls after a write: the row shows
   // the entity as now stored (or goes, once deleted).
   const reloadRow = (i) => async (obj) => {
-    if (obj) loaded[i] = obj;
-    else loaded.splice(i, 1);
+    if (obj) {
+      grid.replace(loaded[i], obj);
+      loaded[i] = obj;
+    } else loaded.splice(i, 1);
     renderGrid();
   };
   // hintTypes explains an empty answer to the builder's filter when the
@@ -492,6 +446,7 @@ async function viewEntities(main, table) {
     }
     const page = await c.queryEntities(table, { ...lastQuery, next: append ? next : null });
     if (gen !== generation) return;
+    if (!append) grid.reset();
     const from = loaded.length;
     loaded.push(...page.entities);
     next = page.next;
@@ -524,7 +479,7 @@ async function viewEntities(main, table) {
   const toolbar = h('div', { class: 'row' }, nextBtn, shown,
     h('button', { type: 'button', id: 'add-entity', class: 'primary', onclick: () => editorDialog(table, null, async (obj) => { if (obj) { loaded.push(obj); renderGrid(loaded.length - 1); } }) }, 'Add entity'),
     h('button', { type: 'button', id: 'delete-selected', class: 'danger', onclick: async (ev) => {
-      const picked = [...tbody.querySelectorAll('tr')].filter((r) => r.querySelector('input[type=checkbox]').checked).map((r) => loaded[+r.dataset.index]);
+      const picked = grid.selected();
       if (!picked.length) { show('Select the entities to delete first.', true); return; }
       if (!await confirmDialog(`Delete ${count(picked.length, 'entity', 'entities')}?`, 'Delete')) return;
       await busy(ev.target, async () => {
@@ -536,7 +491,7 @@ async function viewEntities(main, table) {
     h('button', { type: 'button', id: 'export-json', onclick: () => download(table + '.json', 'application/json', exportJSON(loaded)) }, 'Export JSON'),
     h('button', { type: 'button', id: 'export-csv', onclick: () => download(table + '.csv', 'text/csv', exportCSV(loaded)) }, 'Export CSV'),
     h('button', { type: 'button', id: 'import', onclick: () => importInput.click() }, 'Import…'), importInput);
-  main.append(h('h1', {}, 'Table ', h('span', { id: 'table-name' }, table)), columns, queryForm, toolbar, h('div', { class: 'scroll' }, grid));
+  main.append(h('h1', {}, 'Table ', h('span', { id: 'table-name' }, table)), columns, queryForm, toolbar, grid.element);
   await runQuery(false);
 }
 
