@@ -3,47 +3,22 @@ package integration
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
-)
 
-var (
-	subStatusPattern = regexp.MustCompile(`HTTP/1\.1 (\d{3}) `)
-	subCodePattern   = regexp.MustCompile(`"code":"(\w+)"`)
+	"github.com/pgtables/pgtables/internal/sdkfail"
 )
 
 // txFailure returns the status and code of a failed SubmitTransaction
 // without failing the test, for use from goroutines: the error
 // sub-response's for a 202 answer, else the response's.
-func txFailure(err error) (status int, code string) {
-	var re *azcore.ResponseError
-	if !errors.As(err, &re) {
-		return -1, err.Error()
-	}
-	if re.StatusCode != http.StatusAccepted {
-		return re.StatusCode, re.ErrorCode
-	}
-	body, perr := runtime.Payload(re.RawResponse)
-	if perr != nil {
-		return -1, perr.Error()
-	}
-	m, c := subStatusPattern.FindSubmatch(body), subCodePattern.FindSubmatch(body)
-	if m == nil || c == nil {
-		return -1, "unreadable batch answer: " + string(body)
-	}
-	status, _ = strconv.Atoi(string(m[1]))
-	return status, string(c[1])
-}
+func txFailure(err error) (status int, code string) { return sdkfail.Of(err) }
 
 // counter is an entity of the transfer test.
 type counter struct {

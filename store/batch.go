@@ -33,13 +33,13 @@ func (e *BatchError) Unwrap() error { return e.Err }
 // conflict is run again before the client is told to retry.
 const maxBatchAttempts = 12
 
-// Batch runs the writes of an entity group transaction on one table, all or
+// batch runs the writes of an entity group transaction on one table, all or
 // nothing, in one SERIALIZABLE transaction: no reader ever sees part of it
 // and concurrent batches behave as if run one after another. All writes
 // share one Timestamp. Serialization failures and deadlocks are retried
 // here, invisibly to the client, a bounded number of times with jitter.
 // A failing write is reported as a *BatchError.
-func (s *Store) Batch(ctx context.Context, account, table string, writes []Write) ([]Result, error) {
+func (s *Store) batch(ctx context.Context, account, table string, writes []Write) ([]Result, error) {
 	obs := s.observer()
 	obs.BatchRun(len(writes))
 	var lastErr error

@@ -210,8 +210,8 @@ type Result struct {
 	ETag      string
 }
 
-// Write performs one entity write in account's table.
-func (s *Store) Write(ctx context.Context, account, table string, w *Write) (Result, error) {
+// writeOne performs one entity write in account's table.
+func (s *Store) writeOne(ctx context.Context, account, table string, w *Write) (Result, error) {
 	return s.write(ctx, s.pool, account, table, w, s.ticks())
 }
 
@@ -478,8 +478,8 @@ func writeKey(account, lt string, w *Write) string {
 	return account + "\x00" + lt + "\x00" + w.PartitionKey + "\x00" + w.RowKey
 }
 
-// GetEntity reads one entity.
-func (s *Store) GetEntity(ctx context.Context, account, table, pk, rk string) (*odata.Entity, error) {
+// getEntity reads one entity.
+func (s *Store) getEntity(ctx context.Context, account, table, pk, rk string) (*odata.Entity, error) {
 	lt := tableKey(table)
 	r := newPointRead(account, lt, pk, rk)
 	if !s.distributed.Load() {

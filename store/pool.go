@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/netip"
 	"time"
 
@@ -12,8 +14,9 @@ import (
 )
 
 // ConfigurePool sets what the store needs of the connections of a pool
-// built from cfg: they note the warnings that announce a serialization
-// failure. Citus reports a transaction that fails to serialize at COMMIT
+// built from cfg. They leave the pool as soon as their server turns out to
+// be read-only (see dropReadOnly). They note the warnings that announce a
+// serialization failure. Citus reports a transaction that fails to serialize at COMMIT
 // on a worker as an internal error (XX000), after a warning with the
 // failure's SQLSTATE (40001): the store retries such a batch as it
 // retries one that fails with 40001 itself (see commitConflict). A
@@ -28,6 +31,59 @@ func ConfigurePool(cfg *pgxpool.Config) {
 			next(c, n)
 		}
 	}
+	dropReadOnly(cfg)
+}
+
+// errReadOnly is the error of a connection to a server that takes no
+// writes: a standby, a demoted primary, or a database or role with
+// default_transaction_read_only. The store writes, so for it such a server
+// is no database at all: the error counts as unavailable (503 ServerBusy).
+var errReadOnly = errors.New("database server is read-only")
+
+// dropReadOnly makes a pool built from cfg keep no connection to a
+// read-only server, so that after a failover the pool connects again (to
+// the new primary, with a multi-host URL and target_session_attrs=
+// read-write) instead of handing out connections that fail every write:
+//   - a new connection whose server reports itself read-only fails to
+//     connect;
+//   - a connection whose server has reported itself read-only since (a
+//     reload of default_transaction_read_only) is not put back into the
+//     pool;
+//   - a connection on which a write failed because the transaction was
+//     read-only (25006) is closed at once.
+//
+// PostgreSQL 14 and later report default_transaction_read_only and
+// in_hot_standby to the client whenever they change; with older servers
+// the 25006 of the first write does the work.
+func dropReadOnly(cfg *pgxpool.Config) {
+	onErr := cfg.ConnConfig.OnPgError
+	cfg.ConnConfig.OnPgError = func(c *pgconn.PgConn, e *pgconn.PgError) bool {
+		keep := onErr == nil || onErr(c, e)
+		return keep && e.Code != pgerrcode.ReadOnlySQLTransaction
+	}
+	after := cfg.AfterConnect
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		if readOnly(c.PgConn()) {
+			return fmt.Errorf("connect to %s: %w", c.PgConn().Conn().RemoteAddr(), errReadOnly)
+		}
+		if after != nil {
+			return after(ctx, c)
+		}
+		return nil
+	}
+	release := cfg.AfterRelease
+	cfg.AfterRelease = func(c *pgx.Conn) bool {
+		if readOnly(c.PgConn()) {
+			return false
+		}
+		return release == nil || release(c)
+	}
+}
+
+// readOnly reports whether c's server has said that it takes no writes.
+func readOnly(c *pgconn.PgConn) bool {
+	return c.ParameterStatus("default_transaction_read_only") == "on" ||
+		c.ParameterStatus("in_hot_standby") == "on"
 }
 
 // serializationWarning keys the note of ConfigurePool in a connection's

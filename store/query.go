@@ -57,7 +57,7 @@ type EntityPage struct {
 	NextPK, NextRK string
 }
 
-// QueryEntities returns one page of the entities of a table that match q,
+// queryEntities returns one page of the entities of a table that match q,
 // in PartitionKey, RowKey order.
 //
 // A query is one statement: a scan of the primary key, narrowed to index
@@ -69,7 +69,7 @@ type EntityPage struct {
 // none, the page goes on as a chunked scan that spends the rest of the
 // budget and then ends, possibly empty, with a continuation. Either way no
 // request holds the database for minutes, and every page makes progress.
-func (s *Store) QueryEntities(ctx context.Context, account, table string, q EntityQuery) (*EntityPage, error) {
+func (s *Store) queryEntities(ctx context.Context, account, table string, q EntityQuery) (*EntityPage, error) {
 	if v, ok := filter.Fold(q.Filter, entitySchema); q.Top == 0 || ok && !v {
 		// No continuation either: a pager that repeats $top=0 would
 		// follow it forever.

@@ -25,7 +25,10 @@ var (
 	ErrEntityExists    = errors.New("entity already exists")
 	ErrConditionNotMet = errors.New("update condition not satisfied")
 	// ErrUnavailable means the database could not be reached or shed the
-	// work; the request had no effect and may be retried.
+	// work; the request may be retried. It had no effect, except for a
+	// write whose connection was lost during its COMMIT, which may have
+	// committed (as after a primary's crash): retried, such a write is
+	// idempotent or meets its own earlier effect (409, 412).
 	ErrUnavailable = errors.New("database unavailable")
 )
 
@@ -61,6 +64,12 @@ type Options struct {
 	// and wakeups of the database per request, which is what bounds
 	// throughput when the database's cores are few.
 	Combine int
+	// FailoverWait bounds how long a request waits for a writable
+	// primary when there is none, as during a failover (see outlast):
+	// reads, and writes that certainly had no effect, are tried again
+	// meanwhile. Zero (the default): no waiting, the request fails at
+	// once, as it must when the database is down for longer.
+	FailoverWait time.Duration
 	// RouteConns is the size of the pool of each Citus node that
 	// statements of one partition are sent to (route.go); default
 	// RouteConns(the pool's size). Negative: every statement goes to the
@@ -109,9 +118,20 @@ func NewWithOptions(pool *pgxpool.Pool, opts Options) *Store {
 // Pool returns the connection pool, for health checks and metrics.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
-// Ping checks that the database answers.
+// Ping checks that the database answers and takes writes: a read-only
+// server (a standby, a demoted primary) is no primary for the store, and
+// the connection to it leaves the pool.
 func (s *Store) Ping(ctx context.Context) error {
-	if err := s.pool.Ping(ctx); err != nil {
+	err := s.pool.AcquireFunc(ctx, func(c *pgxpool.Conn) error {
+		if err := c.Ping(ctx); err != nil {
+			return err
+		}
+		if readOnly(c.Conn().PgConn()) {
+			return errReadOnly
+		}
+		return nil
+	})
+	if err != nil {
 		return classify(fmt.Errorf("ping: %w", err))
 	}
 	return nil
@@ -143,7 +163,7 @@ func unavailable(err error) bool {
 	// us, whatever the server said when it refused (authentication, too
 	// many connections, starting up).
 	var connectErr *pgconn.ConnectError
-	if errors.As(err, &connectErr) {
+	if errors.As(err, &connectErr) || errors.Is(err, errReadOnly) {
 		return true
 	}
 	var pgErr *pgconn.PgError
@@ -154,6 +174,10 @@ func unavailable(err error) bool {
 			pgErr.Code == pgerrcode.AdminShutdown,
 			pgErr.Code == pgerrcode.CrashShutdown,
 			pgErr.Code == pgerrcode.CannotConnectNow,
+			// A write reached a server that is read-only: a standby or
+			// a primary being demoted. The write did not happen; after
+			// the failover the new primary takes it.
+			pgErr.Code == pgerrcode.ReadOnlySQLTransaction,
 			pgErr.Code == pgerrcode.QueryCanceled,
 			pgErr.Code == pgerrcode.LockNotAvailable:
 			return true

@@ -33,21 +33,7 @@ func migratedDB(t testing.TB) string {
 
 func newStore(t testing.TB) *Store {
 	t.Helper()
-	dsn := migratedDB(t)
-	ctx := context.Background()
-	cfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ConfigurePool(cfg)
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	s := New(pool)
-	t.Cleanup(s.Close)
-	return s
+	return storeOn(t, migratedDB(t), 0)
 }
 
 func props(kv ...any) []odata.Property {

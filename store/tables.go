@@ -86,8 +86,8 @@ type TablePage struct {
 	Next  string   // continuation for the next page; "" when done
 }
 
-// QueryTables lists the tables of account in name order.
-func (s *Store) QueryTables(ctx context.Context, account string, q TableQuery) (*TablePage, error) {
+// queryTables lists the tables of account in name order.
+func (s *Store) queryTables(ctx context.Context, account string, q TableQuery) (*TablePage, error) {
 	sql := sqlQueryTables
 	args := []any{account, q.From}
 	if q.Filter != nil {

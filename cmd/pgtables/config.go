@@ -34,7 +34,10 @@ type config struct {
 	// dbAcquireTimeout bounds the wait for a free database connection;
 	// then the request gets 503 ServerBusy with Retry-After.
 	dbAcquireTimeout time.Duration
-	shutdownGrace    time.Duration
+	// dbFailoverWait is how long a request waits for a writable primary
+	// when there is none (store.Options.FailoverWait).
+	dbFailoverWait time.Duration
+	shutdownGrace  time.Duration
 	// shutdownDelay is how long the server keeps serving after SIGTERM
 	// with /-/ready at 503, so that load balancers notice first.
 	shutdownDelay     time.Duration
@@ -150,6 +153,7 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	boolean(&c.citusRouting, "citus-routing", "PGTABLES_CITUS_ROUTING", "true", "on Citus, send each statement of one partition to the node that holds its shard rather than through the coordinator (the nodes' addresses in Citus's metadata must be reachable from here)")
 	integer(&c.citusShards, "citus-shard-count", "PGTABLES_CITUS_SHARD_COUNT", "0", 0, "on Citus, the shards of entities when the migration distributes it; 0: the server's citus.shard_count if configured, else 4 per worker, at least 8")
 	duration(&c.dbAcquireTimeout, "db-acquire-timeout", "PGTABLES_DB_ACQUIRE_TIMEOUT", "2s", "how long a request waits for a free database connection before 503 ServerBusy")
+	duration(&c.dbFailoverWait, "db-failover-wait", "PGTABLES_DB_FAILOVER_WAIT", "0s", "how long a request waits for a writable primary when there is none (a failover): reads, and writes that certainly had no effect, are tried again meanwhile; 0: none, 503 ServerBusy at once")
 	duration(&c.shutdownGrace, "shutdown-grace", "PGTABLES_SHUTDOWN_GRACE", "30s", "how long in-flight requests may take to finish on shutdown")
 	duration(&c.shutdownDelay, "shutdown-delay", "PGTABLES_SHUTDOWN_DELAY", "0s", "how long to keep serving after SIGTERM with /-/ready at 503, before refusing new connections")
 	duration(&c.readHeaderTimeout, "read-header-timeout", "PGTABLES_READ_HEADER_TIMEOUT", "10s", "time allowed to read a request's headers")

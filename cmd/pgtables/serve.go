@@ -150,7 +150,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, accessJSON io.Wri
 		return fmt.Errorf("database: %w", err)
 	}
 	defer pool.Close()
-	opts := store.Options{Combine: cfg.dbCombine}
+	opts := store.Options{Combine: cfg.dbCombine, FailoverWait: cfg.dbFailoverWait}
 	if !cfg.citusRouting {
 		opts.RouteConns = -1
 	}
