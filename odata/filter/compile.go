@@ -23,6 +23,25 @@ type Schema struct {
 	// the user properties (see odata/stored.go); "" means that every other
 	// name is a missing property.
 	Properties string
+	// Indexes are the property indexes that the SQL may use (see
+	// Index); none when Properties is "".
+	Indexes []Index
+}
+
+// Index is a property index on the rows: for the entities whose property
+// has stored type Type (tag t, name p), the expression
+//
+//	CASE WHEN props -> p ->> 0 = t THEN <value> END
+//
+// (value as Compile reads it: text, (props -> p ->> 1)::bigint, ::float8,
+// ::boolean or decode(props -> p ->> 1, 'base64')), with text values under
+// text_pattern_ops. Compile adds to a comparison that only entities with
+// such a type can satisfy a condition on that expression, implied by the
+// comparison, so that the planner can use the index without the result
+// changing.
+type Index struct {
+	Property string
+	Type     odata.EdmType
 }
 
 // Compile returns a SQL boolean expression for e, whose every value is a
