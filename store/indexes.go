@@ -100,14 +100,15 @@ WHERE t.account = $1 AND t.lname = $2 AND t.deleted_at IS NULL AND i.name = $3`
 UPDATE property_indexes SET state = $3, error = $4, updated_at = now() WHERE table_id = $1 AND name = $2`
 	sqlDeleteIndex   = `DELETE FROM property_indexes WHERE table_id = $1 AND name = $2`
 	sqlTableIndexes  = `SELECT name FROM property_indexes WHERE table_id = $1`
-	sqlIndexBuildKey = `SELECT pg_advisory_lock($1)`
+	sqlDropIndex     = `DROP INDEX CONCURRENTLY IF EXISTS `
 )
 
 // indexName names the PostgreSQL index of spec on table id: the same spec
 // on the same table always gets the same name, and the name says nothing
-// that needs quoting.
+// that needs quoting. Types of one family (the numeric ones) make one
+// index, so they get one name.
 func indexName(tableID int64, spec IndexSpec) string {
-	h := sha256.Sum256([]byte(spec.Property + "\x00" + spec.Type.String() + "\x00" + strconv.FormatBool(spec.AfterPartitionKey)))
+	h := sha256.Sum256([]byte(spec.Property + "\x00" + strconv.Itoa(filter.Family(spec.Type)) + "\x00" + strconv.FormatBool(spec.AfterPartitionKey)))
 	return "pi_" + strconv.FormatInt(tableID, 10) + "_" + hex.EncodeToString(h[:6])
 }
 
@@ -248,7 +249,7 @@ func (s *Store) DropIndex(ctx context.Context, account, table, name string) erro
 // catalog row without its index is harmless (its build failed, or it is
 // gone next time), an index without its row would never be dropped.
 func (s *Store) dropIndex(ctx context.Context, tableID int64, name string) error {
-	if _, err := s.pool.Exec(ctx, "DROP INDEX CONCURRENTLY IF EXISTS "+name); err != nil {
+	if err := s.indexDDL(ctx, sqlDropIndex+name); err != nil {
 		return classify(fmt.Errorf("drop index %s: %w", name, err))
 	}
 	if _, err := s.pool.Exec(ctx, sqlDeleteIndex, tableID, name); err != nil {
@@ -309,37 +310,69 @@ func (s *Store) usableIndexes(ctx context.Context, account, table string) (int64
 	return id, out, nil
 }
 
+// sqlIndexedTable names the table's id in a query that may use its
+// property indexes, whose predicates name it.
+const sqlIndexedTable = ` AND e.table_id = $%d`
+
+// customPlan makes the statement with args planned for the values of
+// its parameters, every time: an index's predicate and key name the
+// property and its type tags, which the statement holds as parameters, so
+// a plan for any values (what a prepared statement gets after a few runs)
+// could never use the index. The statement is still described once and
+// cached, so this costs no round trip.
+func customPlan(args []any) []any {
+	return append([]any{pgx.QueryExecModeCacheDescribe}, args...)
+}
+
+// comparesProperties reports whether e compares a user property, which an
+// index may serve.
+func comparesProperties(e *filter.Expr) bool {
+	if e.Op.IsComparison() {
+		switch e.Name {
+		case "PartitionKey", "RowKey", "Timestamp":
+			return false
+		}
+		return true
+	}
+	for _, a := range e.Args {
+		if comparesProperties(a) {
+			return true
+		}
+	}
+	return false
+}
+
 // indexDDL is the statement that builds index name of spec on table id.
-// The value's expression and the predicate are those the filter compiler
-// writes for a comparison with an indexed property
-// (filter.Schema.Indexes): a CASE on the type tag, so that evaluating it
-// can never fail on a value of another type, and the tag in the
-// predicate, so that only the table's entities whose property has that
-// type are in the index.
+// The key and the predicate are written exactly as the filter compiler
+// writes them for a comparison with an indexed property (see
+// filter.Index): the predicate keeps the index to the table's entities
+// whose property has a type of the family, and the key is a CASE on the
+// type tag, so that computing it never fails on a value of another type.
+// The three numeric types are one family, keyed as float8: an Int32
+// literal matches values of all three.
 func indexDDL(tableID int64, name string, spec IndexSpec) string {
 	prop := quoteLiteral(spec.Property)
-	tag := quoteLiteral(spec.Type.StoredTag())
+	pred := "props -> " + prop + " ->> 0 = " + quoteLiteral(spec.Type.StoredTag())
 	value := "props -> " + prop + " ->> 1"
 	opclass := ""
 	switch spec.Type {
 	case odata.EdmString, odata.EdmDateTime, odata.EdmGuid:
 		opclass = " text_pattern_ops" // the compiler compares with ~<~ and kin
-	case odata.EdmInt32, odata.EdmInt64:
-		value = "(" + value + ")::bigint"
-	case odata.EdmDouble:
+	case odata.EdmInt32, odata.EdmInt64, odata.EdmDouble:
+		pred = "props -> " + prop + " ->> 0 IN ('i32', 'i64', 'dbl')"
 		value = "(" + value + ")::float8"
 	case odata.EdmBoolean:
 		value = "(" + value + ")::boolean"
 	case odata.EdmBinary:
 		value = "decode(" + value + ", 'base64')"
 	}
-	expr := "(CASE WHEN props -> " + prop + " ->> 0 = " + tag + " THEN " + value + " END)" + opclass
-	cols := expr + ", pk, rk"
+	key := "(CASE WHEN " + pred + " THEN " + value + " END)" + opclass
+	cols := key + ", pk, rk"
 	if spec.AfterPartitionKey {
-		cols = "pk, " + expr + ", rk"
+		cols = "pk, " + key + ", rk"
 	}
 	return "CREATE INDEX CONCURRENTLY " + name + " ON entities (" + cols + ") WHERE table_id = " +
-		strconv.FormatInt(tableID, 10) + " AND props -> " + prop + " ->> 0 = " + tag
+		strconv.FormatInt(tableID, 10) + " AND " + pred
 }
 
 // quoteLiteral quotes s as a SQL string literal (standard_conforming_strings

@@ -71,20 +71,47 @@ func (s *Store) closeBuilds() {
 	b.wg.Wait()
 }
 
-// build runs CREATE INDEX CONCURRENTLY on a connection of its own: the
-// statement may take minutes and cannot run in a transaction, and a
-// pooled connection's settings (statement timeouts) are not for it.
+// indexDDLLock is the advisory lock that the statements building and
+// dropping property indexes hold: two of them on entities at once, each
+// waiting for the transactions older than itself, deadlock.
+const indexDDLLock = 0x7067696e64657873 // "pgindexs"
+
+// build runs CREATE INDEX CONCURRENTLY.
 func (s *Store) build(ctx context.Context, tableID int64, ix Index) error {
-	cfg := s.pool.Config().ConnConfig.Copy()
-	conn, err := pgx.ConnectConfig(ctx, cfg)
+	return s.indexDDL(ctx, indexDDL(tableID, ix.Name, ix.IndexSpec))
+}
+
+// indexDDL runs a statement that builds or drops a property index, on a
+// connection of its own: it may take minutes and cannot run in a
+// transaction, and a pooled connection's settings (statement timeouts)
+// are not for it. It holds indexDDLLock meanwhile, which closing the
+// connection releases.
+func (s *Store) indexDDL(ctx context.Context, sql string) error {
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
 	if err != nil {
-		return fmt.Errorf("connect: %w", err)
+		return classify(fmt.Errorf("connect: %w", err))
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	if _, err := conn.Exec(ctx, "SET statement_timeout = 0"); err != nil {
-		return err
+		return classify(err)
 	}
-	_, err = conn.Exec(ctx, indexDDL(tableID, ix.Name, ix.IndexSpec))
+	// Polled rather than waited for: a statement waiting for the lock
+	// holds a snapshot, which the build holding it waits for in turn.
+	for wait := 10 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		var ok bool
+		if err := conn.QueryRow(ctx, "SELECT pg_try_advisory_lock($1)", int64(indexDDLLock)).Scan(&ok); err != nil {
+			return classify(fmt.Errorf("wait for other index builds: %w", err))
+		}
+		if ok {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return classify(fmt.Errorf("wait for other index builds: %w", ctx.Err()))
+		case <-time.After(wait):
+		}
+	}
+	_, err = conn.Exec(ctx, sql)
 	return err
 }
 
@@ -98,7 +125,7 @@ func (s *Store) endBuild(ctx context.Context, tableID int64, ix Index, buildErr 
 	state, msg := IndexReady, ""
 	if buildErr != nil {
 		state, msg = IndexFailed, buildErr.Error()
-		if _, err := s.pool.Exec(ctx, "DROP INDEX CONCURRENTLY IF EXISTS "+ix.Name); err != nil {
+		if err := s.indexDDL(ctx, sqlDropIndex+ix.Name); err != nil {
 			msg += "; dropping what it left failed too: " + err.Error()
 		}
 	}
@@ -108,7 +135,7 @@ func (s *Store) endBuild(ctx context.Context, tableID int64, ix Index, buildErr 
 		return
 	}
 	if tag.RowsAffected() == 0 && buildErr == nil {
-		if _, err := s.pool.Exec(ctx, "DROP INDEX CONCURRENTLY IF EXISTS "+ix.Name); err != nil {
+		if err := s.indexDDL(ctx, sqlDropIndex+ix.Name); err != nil {
 			s.buildEnded(ix.Name, fmt.Errorf("drop index of a dropped table: %w", err))
 			return
 		}
