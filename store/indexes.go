@@ -98,9 +98,9 @@ SELECT i.table_id, i.state FROM property_indexes i JOIN tables t ON t.id = i.tab
 WHERE t.account = $1 AND t.lname = $2 AND t.deleted_at IS NULL AND i.name = $3`
 	sqlSetIndexState = `
 UPDATE property_indexes SET state = $3, error = $4, updated_at = now() WHERE table_id = $1 AND name = $2`
-	sqlDeleteIndex   = `DELETE FROM property_indexes WHERE table_id = $1 AND name = $2`
-	sqlTableIndexes  = `SELECT name FROM property_indexes WHERE table_id = $1`
-	sqlDropIndex     = `DROP INDEX CONCURRENTLY IF EXISTS `
+	sqlDeleteIndex  = `DELETE FROM property_indexes WHERE table_id = $1 AND name = $2`
+	sqlTableIndexes = `SELECT name FROM property_indexes WHERE table_id = $1`
+	sqlDropIndex    = `DROP INDEX CONCURRENTLY IF EXISTS `
 )
 
 // indexName names the PostgreSQL index of spec on table id: the same spec
