@@ -179,6 +179,9 @@ func TestIndexDropTable(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	ctx := context.Background()
+	if err := s.DetectDistribution(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.CreateTable(ctx, acct, "gone"); err != nil {
 		t.Fatal(err)
 	}
