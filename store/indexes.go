@@ -75,7 +75,7 @@ INSERT INTO property_indexes (table_id, name, property, type, after_pk) VALUES (
 ON CONFLICT DO NOTHING`
 
 	sqlListIndexes = `
-SELECT t.name, i.name, i.property, i.type, i.after_pk, i.state, i.error, i.created_at
+SELECT i.table_id, t.name, i.name, i.property, i.type, i.after_pk, i.state, i.error, i.created_at
 FROM property_indexes i JOIN tables t ON t.id = i.table_id
 WHERE t.account = $1 AND t.lname = $2 AND t.deleted_at IS NULL
 ORDER BY i.property, i.type, i.after_pk`
@@ -184,13 +184,16 @@ func (s *Store) Indexes(ctx context.Context, account, table string) ([]Index, er
 		return nil, classify(fmt.Errorf("list indexes: %w", err))
 	}
 	var (
-		out []Index
-		ix  Index
-		typ string
+		out     []Index
+		ids     []int64
+		ix      Index
+		tableID int64
+		typ     string
 	)
-	_, err = pgx.ForEachRow(rows, []any{&ix.Table, &ix.Name, &ix.Property, &typ, &ix.AfterPartitionKey, &ix.State, &ix.Error, &ix.Created}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&tableID, &ix.Table, &ix.Name, &ix.Property, &typ, &ix.AfterPartitionKey, &ix.State, &ix.Error, &ix.Created}, func() error {
 		ix.Type, _ = odata.ParseEdmType(typ)
 		out = append(out, ix)
+		ids = append(ids, tableID)
 		return nil
 	})
 	if err != nil {
@@ -214,8 +217,18 @@ func (s *Store) Indexes(ctx context.Context, account, table string) ([]Index, er
 		switch {
 		case err == nil:
 			out[i].Progress = &p
+			continue
 		case !errors.Is(err, pgx.ErrNoRows):
 			return nil, classify(fmt.Errorf("index progress: %w", err))
+		}
+		// No progress: waiting for its turn, or nobody builds it any more.
+		orphaned, err := s.buildOrphaned(ctx, out[i])
+		if err != nil {
+			return nil, err
+		}
+		if orphaned {
+			s.recoverBuild(ids[i], out[i])
+			out[i].State, out[i].Error = IndexFailed, errInterrupted.Error()
 		}
 	}
 	return out, nil

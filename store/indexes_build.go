@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -25,6 +27,21 @@ const cleanupTimeout = time.Minute
 
 // startBuild runs the build of ix on table id in the background.
 func (s *Store) startBuild(tableID int64, ix Index) {
+	s.inBackground(tableID, ix, func(ctx context.Context) error { return s.build(ctx, tableID, ix) })
+}
+
+// errInterrupted is the error of a build whose process stopped.
+var errInterrupted = errors.New("the build was interrupted: the server running it stopped")
+
+// recoverBuild ends a build that nobody runs any more (its process
+// stopped): what it left is dropped and the index marked failed.
+func (s *Store) recoverBuild(tableID int64, ix Index) {
+	s.inBackground(tableID, ix, func(context.Context) error { return errInterrupted })
+}
+
+// inBackground runs work on index ix in a goroutine of its own, unless
+// this store already runs some, and then records how it ended (endBuild).
+func (s *Store) inBackground(tableID int64, ix Index, work func(context.Context) error) {
 	b := &s.builds
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -35,12 +52,15 @@ func (s *Store) startBuild(tableID int64, ix Index) {
 	if b.running == nil {
 		b.running = map[string]context.CancelFunc{}
 	}
+	if b.running[ix.Name] != nil {
+		return
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b.running[ix.Name] = cancel
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
-		err := s.build(ctx, tableID, ix)
+		err := work(ctx)
 		b.mu.Lock()
 		delete(b.running, ix.Name)
 		b.mu.Unlock()
@@ -76,10 +96,39 @@ func (s *Store) closeBuilds() {
 // waiting for the transactions older than itself, deadlock.
 const indexDDLLock = 0x7067696e64657873 // "pgindexs"
 
-// build runs CREATE INDEX CONCURRENTLY.
+// build runs CREATE INDEX CONCURRENTLY, holding the index's build lock
+// (buildKey) all along, waiting included, so that other processes can
+// tell a build that runs from one whose process stopped.
 func (s *Store) build(ctx context.Context, tableID int64, ix Index) error {
-	return s.indexDDL(ctx, indexDDL(tableID, ix.Name, ix.IndexSpec))
+	return s.indexDDLHolding(ctx, buildKey(ix.Name), indexDDL(tableID, ix.Name, ix.IndexSpec))
 }
+
+// buildKey is the advisory lock that the build of index name holds.
+func buildKey(name string) int64 {
+	h := sha256.Sum256([]byte("pgtables index build " + name))
+	return int64(binary.BigEndian.Uint64(h[:8]))
+}
+
+// buildOrphaned reports whether the index name, building by the catalog,
+// has no build running: nobody holds its build lock. A build just
+// created may not hold it yet, hence the age.
+func (s *Store) buildOrphaned(ctx context.Context, ix Index) (bool, error) {
+	if s.now().Sub(ix.Created) < orphanAge {
+		return false, nil
+	}
+	var free bool
+	if err := s.pool.QueryRow(ctx, sqlTryBuildLock, buildKey(ix.Name)).Scan(&free); err != nil {
+		return false, classify(fmt.Errorf("check index build: %w", err))
+	}
+	return free, nil
+}
+
+// orphanAge is how old a build must be to be taken for orphaned when
+// nobody holds its lock: far more than a build takes to connect.
+const orphanAge = 30 * time.Second
+
+// sqlTryBuildLock tries a build's lock for the length of one statement.
+const sqlTryBuildLock = `SELECT pg_try_advisory_xact_lock($1)`
 
 // indexDDL runs a statement that builds or drops a property index, on a
 // connection of its own: it may take minutes and cannot run in a
@@ -87,6 +136,11 @@ func (s *Store) build(ctx context.Context, tableID int64, ix Index) error {
 // are not for it. It holds indexDDLLock meanwhile, which closing the
 // connection releases.
 func (s *Store) indexDDL(ctx context.Context, sql string) error {
+	return s.indexDDLHolding(ctx, 0, sql)
+}
+
+// indexDDLHolding is indexDDL holding advisory lock key too, unless 0.
+func (s *Store) indexDDLHolding(ctx context.Context, key int64, sql string) error {
 	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
 	if err != nil {
 		return classify(fmt.Errorf("connect: %w", err))
@@ -94,6 +148,11 @@ func (s *Store) indexDDL(ctx context.Context, sql string) error {
 	defer conn.Close(context.WithoutCancel(ctx))
 	if _, err := conn.Exec(ctx, "SET statement_timeout = 0"); err != nil {
 		return classify(err)
+	}
+	if key != 0 {
+		if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", key); err != nil {
+			return classify(fmt.Errorf("lock index build: %w", err))
+		}
 	}
 	// Polled rather than waited for: a statement waiting for the lock
 	// holds a snapshot, which the build holding it waits for in turn.

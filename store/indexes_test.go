@@ -297,3 +297,55 @@ FROM tables t, generate_series(1, 20000) i WHERE t.account = $1`, acct); err != 
 		t.Errorf("other table's plan uses a property index:\n%s", plan)
 	}
 }
+
+// A build whose process stopped (here: an invalid index and a catalog row
+// that says building, which no process holds the build lock of) is found
+// out when the indexes are listed: it ends failed, with nothing left.
+func TestIndexBuildOrphaned(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	if err := s.CreateTable(ctx, acct, "orphan"); err != nil {
+		t.Fatal(err)
+	}
+	var id int64
+	if err := s.pool.QueryRow(ctx, `
+INSERT INTO entities (table_id, dkey, pk, rk, ts, size, props)
+SELECT id, entity_dkey(account, lname, 'p'), 'p', 'r', 1, 1, '{"X": ["dbl", "not a number"]}'
+FROM tables WHERE account = $1 AND lname = 'orphan' RETURNING table_id`, acct).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	spec := IndexSpec{Property: "X", Type: odata.EdmDouble}
+	name := indexName(id, spec)
+	if _, err := s.pool.Exec(ctx, indexDDL(id, name, spec)); err == nil {
+		t.Fatal("the build of a bad value did not fail")
+	}
+	if valid, ok := pgIndexes(t, s.pool, name)[name]; !ok || valid {
+		t.Fatalf("no invalid index to recover from: %v %v", ok, valid)
+	}
+	if _, err := s.pool.Exec(ctx, `
+INSERT INTO property_indexes (table_id, name, property, type, after_pk, created_at) VALUES ($1, $2, 'X', 'Edm.Double', false, now() - interval '1 hour')`, id, name); err != nil {
+		t.Fatal(err)
+	}
+	ixs, err := s.Indexes(ctx, acct, "orphan")
+	if err != nil || len(ixs) != 1 || ixs[0].State != IndexFailed {
+		t.Fatalf("listed %+v %v", ixs, err)
+	}
+	// The listing told; the catalog follows once what the build left is
+	// dropped.
+	var state, msg string
+	for deadline := time.Now().Add(time.Minute); state != IndexFailed; time.Sleep(20 * time.Millisecond) {
+		if err := s.pool.QueryRow(ctx, `SELECT state, error FROM property_indexes WHERE name = $1`, name).Scan(&state, &msg); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("catalog still says %s", state)
+		}
+	}
+	if !strings.Contains(msg, "interrupted") {
+		t.Fatalf("recorded error %q", msg)
+	}
+	if left := pgIndexes(t, s.pool, name); len(left) != 0 {
+		t.Fatalf("left behind: %v", left)
+	}
+}
