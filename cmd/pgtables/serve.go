@@ -98,7 +98,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 		return fmt.Errorf("database: %w", err)
 	}
 	defer pool.Close()
-	opts := store.Options{Combine: cfg.dbCombine}
+	opts := store.Options{Combine: cfg.dbCombine, MaxIndexes: cfg.maxIndexes}
 	if !cfg.citusRouting {
 		opts.RouteConns = -1
 	}
