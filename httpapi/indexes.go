@@ -5,15 +5,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"runtime/debug"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/pgtables/pgtables/odata"
 	"github.com/pgtables/pgtables/store"
+	"github.com/pgtables/pgtables/tableapi"
 )
 
 // The property index API, an extension of pgtables under /-/, in JSON:
@@ -29,42 +28,15 @@ import (
 // JSON body.
 const indexesPrefix = "/-/accounts/"
 
-// indexJSON is an index on the wire.
-type indexJSON struct {
-	Name              string             `json:"name"`
-	Table             string             `json:"table"`
-	Property          string             `json:"property"`
-	Type              string             `json:"type"`
-	AfterPartitionKey bool               `json:"afterPartitionKey"`
-	State             string             `json:"state"`
-	Error             string             `json:"error,omitempty"`
-	Created           time.Time          `json:"created"`
-	Progress          *indexProgressJSON `json:"progress,omitempty"`
-}
-
-// indexProgressJSON is a build's progress on the wire.
-type indexProgressJSON struct {
-	Phase       string `json:"phase"`
-	BlocksDone  int64  `json:"blocksDone"`
-	BlocksTotal int64  `json:"blocksTotal"`
-	TuplesDone  int64  `json:"tuplesDone"`
-	TuplesTotal int64  `json:"tuplesTotal"`
-}
-
-// indexSpecJSON is the body of a create.
-type indexSpecJSON struct {
-	Property          string `json:"property"`
-	Type              string `json:"type"`
-	AfterPartitionKey bool   `json:"afterPartitionKey"`
-}
-
-func toIndexJSON(ix store.Index) indexJSON {
-	out := indexJSON{
+// toIndexJSON is ix on the wire, in the types of the one client of the
+// API (tableapi), so that both ends read the same JSON.
+func toIndexJSON(ix store.Index) tableapi.Index {
+	out := tableapi.Index{
 		Name: ix.Name, Table: ix.Table, Property: ix.Property, Type: ix.Type.String(),
 		AfterPartitionKey: ix.AfterPartitionKey, State: ix.State, Error: ix.Error, Created: ix.Created.UTC(),
 	}
 	if p := ix.Progress; p != nil {
-		out.Progress = &indexProgressJSON{Phase: p.Phase, BlocksDone: p.BlocksDone, BlocksTotal: p.BlocksTotal, TuplesDone: p.TuplesDone, TuplesTotal: p.TuplesTotal}
+		out.Progress = &tableapi.IndexProgress{Phase: p.Phase, BlocksDone: p.BlocksDone, BlocksTotal: p.BlocksTotal, TuplesDone: p.TuplesDone, TuplesTotal: p.TuplesTotal}
 	}
 	return out
 }
@@ -101,15 +73,9 @@ func parseIndexPath(rawPath string) (indexPath, bool) {
 }
 
 // serveIndexes answers a request of the index API.
-func (s *Server) serveIndexes(c echo.Context) (err error) {
+func (s *Server) serveIndexes(c echo.Context) error {
 	rq := &request{srv: s, c: c, id: newRequestID(), format: odata.MinimalMetadata}
-	defer func() {
-		if p := recover(); p != nil {
-			s.log.Error("panic", "request_id", rq.id, "panic", p, "stack", string(debug.Stack()))
-			rq.fail(fmt.Errorf("%w: panic: %v", errInternal, p))
-			err = nil
-		}
-	}()
+	defer rq.recoverPanic()
 	r := c.Request()
 	rq.commonHeaders()
 	rawPath, rawQuery := splitRequestTarget(r.RequestURI)
@@ -132,6 +98,7 @@ func (s *Server) serveIndexes(c echo.Context) (err error) {
 		return nil
 	}
 	rq.t = &target{account: p.account, pathStyle: true, rawPath: rawPath, rawQuery: rawQuery, table: p.table}
+	var err error
 	if rq.query, err = parseQuery(rawQuery); err != nil {
 		rq.fail(odata.Detailf(errInvalidQueryParam, "The query string is not well formed."))
 		return nil
@@ -170,8 +137,8 @@ func (rq *request) indexOperation(p indexPath) error {
 			return err
 		}
 		out := struct {
-			Value []indexJSON `json:"value"`
-		}{Value: make([]indexJSON, 0, len(ixs))}
+			Value []tableapi.Index `json:"value"`
+		}{Value: make([]tableapi.Index, 0, len(ixs))}
 		for _, ix := range ixs {
 			out.Value = append(out.Value, toIndexJSON(ix))
 		}
@@ -181,7 +148,7 @@ func (rq *request) indexOperation(p indexPath) error {
 	if err != nil {
 		return err
 	}
-	var in indexSpecJSON
+	var in tableapi.IndexSpec
 	if err := json.Unmarshal(body, &in); err != nil {
 		return odata.Detailf(odata.ErrInvalidInput, "The body is not an index: %s.", odata.Truncate(err.Error(), 200))
 	}

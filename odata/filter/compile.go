@@ -371,6 +371,27 @@ func (c *compiler) lookup(n int) {
 	c.ref(n, "text")
 }
 
+// storedValue writes the stored value of the property whose name is
+// parameter name, as SQL type cast: "" for text, "bytea" decoded from
+// base64, else a cast.
+func (c *compiler) storedValue(name int, cast string) {
+	if cast == "bytea" {
+		c.sb.WriteString("decode(")
+		c.lookup(name)
+		c.sb.WriteString(" ->> 1, ")
+		c.constRef(constBase64)
+		c.sb.WriteByte(')')
+		return
+	}
+	c.sb.WriteByte('(')
+	c.lookup(name)
+	c.sb.WriteString(" ->> 1)")
+	if cast != "" {
+		c.sb.WriteString("::")
+		c.sb.WriteString(cast)
+	}
+}
+
 // value writes the comparison of the stored value with the literal in
 // domain d; lit holds the literal's parameters, shared between branches of
 // the same domain.
@@ -396,32 +417,26 @@ func (c *compiler) value(e *Expr, d domain, name int, lit *[nDomains]int) {
 		default:
 			text = v.Str
 		}
-		c.sb.WriteByte('(')
-		c.lookup(name)
-		c.sb.WriteString(" ->> 1) ")
+		c.storedValue(name, "")
+		c.sb.WriteByte(' ')
 		c.sb.WriteString(textOps[e.Op])
 		c.sb.WriteByte(' ')
 		c.ref(param(text), "text")
 	case domInteger:
-		c.sb.WriteByte('(')
-		c.lookup(name)
-		c.sb.WriteString(" ->> 1)::bigint ")
+		c.storedValue(name, "bigint")
+		c.sb.WriteByte(' ')
 		c.sb.WriteString(op)
 		c.sb.WriteByte(' ')
 		c.ref(param(v.Int), "bigint")
 	case domBoolean:
-		c.sb.WriteByte('(')
-		c.lookup(name)
-		c.sb.WriteString(" ->> 1)::boolean ")
+		c.storedValue(name, "boolean")
+		c.sb.WriteByte(' ')
 		c.sb.WriteString(op)
 		c.sb.WriteByte(' ')
 		c.ref(param(v.Bool), "boolean")
 	case domBinary:
-		c.sb.WriteString("decode(")
-		c.lookup(name)
-		c.sb.WriteString(" ->> 1, ")
-		c.constRef(constBase64)
-		c.sb.WriteString(") ")
+		c.storedValue(name, "bytea")
+		c.sb.WriteByte(' ')
 		c.sb.WriteString(op)
 		c.sb.WriteByte(' ')
 		b := v.Bytes
@@ -436,13 +451,13 @@ func (c *compiler) value(e *Expr, d domain, name int, lit *[nDomains]int) {
 		if v.Type != odata.EdmDouble {
 			f = float64(v.Int) // widening, as .NET converts
 		}
-		c.sb.WriteString("((")
-		c.lookup(name)
-		c.sb.WriteString(" ->> 1)::float8 <> ")
+		c.sb.WriteByte('(')
+		c.storedValue(name, "float8")
+		c.sb.WriteString(" <> ")
 		c.constRef(constNaN)
-		c.sb.WriteString(", (")
-		c.lookup(name)
-		c.sb.WriteString(" ->> 1)::float8) ")
+		c.sb.WriteString(", ")
+		c.storedValue(name, "float8")
+		c.sb.WriteString(") ")
 		c.sb.WriteString(op)
 		c.sb.WriteString(" (")
 		if lit[d] == 0 {

@@ -324,22 +324,13 @@ func (c *compiler) indexKey(name int, f family) {
 	c.sb.WriteString(" THEN ")
 	switch f {
 	case famNumeric:
-		c.sb.WriteByte('(')
-		c.lookup(name)
-		c.sb.WriteString(" ->> 1)::float8")
+		c.storedValue(name, "float8")
 	case famBoolean:
-		c.sb.WriteByte('(')
-		c.lookup(name)
-		c.sb.WriteString(" ->> 1)::boolean")
+		c.storedValue(name, "boolean")
 	case famBinary:
-		c.sb.WriteString("decode(")
-		c.lookup(name)
-		c.sb.WriteString(" ->> 1, ")
-		c.constRef(constBase64)
-		c.sb.WriteByte(')')
+		c.storedValue(name, "bytea")
 	default:
-		c.lookup(name)
-		c.sb.WriteString(" ->> 1")
+		c.storedValue(name, "")
 	}
 	c.sb.WriteString(" END")
 }
