@@ -288,7 +288,13 @@ FROM tables t, generate_series(1, 20000) i WHERE t.account = $1`, acct); err != 
 	}
 	for _, c := range cases {
 		plan := explainQuery(t, s, "big", EntityQuery{Filter: mustParse(t, c.filter), Top: 1000})
-		if !strings.Contains(plan, names[c.index]) {
+		// The index meant for it, or another one that serves it too (the
+		// after-PartitionKey index of Age also has Age's value as a key).
+		used := false
+		for spec, name := range names {
+			used = used || strings.Contains(plan, name) && spec.Property == c.index.Property
+		}
+		if !used {
 			t.Errorf("%s: plan does not use %s:\n%s", c.filter, names[c.index], plan)
 		}
 	}

@@ -80,6 +80,26 @@ func indexedFamilies(s Schema) map[string]familySet {
 	return m
 }
 
+// UsesIndex reports whether Compile(e, s, n) adds a condition on one of
+// s.Indexes, which the planner can then serve by that index.
+func UsesIndex(e *Expr, s Schema) bool {
+	c := compiler{s: s, indexes: indexedFamilies(s)}
+	return e != nil && c.indexes != nil && c.usesIndex(e, OpConst)
+}
+
+func (c *compiler) usesIndex(e *Expr, parent Op) bool {
+	switch e.Op {
+	case OpAnd, OpOr, OpNot:
+		for _, a := range e.Args {
+			if c.usesIndex(a, e.Op) {
+				return true
+			}
+		}
+		return false
+	}
+	return parent != OpNot && c.indexable(e)
+}
+
 // isProperty reports whether e compares a user property.
 func (c *compiler) isProperty(e *Expr) bool {
 	if !e.Op.IsComparison() || e.Value.Type < odata.EdmString || e.Value.Type > odata.EdmBinary {

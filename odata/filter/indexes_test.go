@@ -62,3 +62,23 @@ func TestIndexConditions(t *testing.T) {
 		}
 	}
 }
+
+// UsesIndex tells exactly the filters that Compile gives index conditions.
+func TestUsesIndex(t *testing.T) {
+	t.Parallel()
+	s := entitySchema
+	s.Indexes = []Index{{Property: "A", Type: odata.EdmInt32}}
+	for _, f := range []string{"A eq 1", "A eq 1 or B eq 2", "not (A eq 1)", "A lt 1", "B eq 1", "PartitionKey eq 'p' and (A gt 1 or A eq 1.5)"} {
+		e, err := Parse(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sql, _, err := Compile(e, s, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := UsesIndex(e, s), indexCondition.MatchString(sql); got != want {
+			t.Errorf("UsesIndex(%s) = %v, compiled with an index condition: %v", f, got, want)
+		}
+	}
+}
