@@ -175,13 +175,7 @@ func (rq *request) header() http.Header { return rq.c.Response().Header() }
 // request-target, sets the common headers, authenticates and dispatches.
 func (s *Server) handle(c echo.Context) (err error) {
 	rq := &request{srv: s, c: c, id: newRequestID()}
-	defer func() {
-		if p := recover(); p != nil {
-			s.log.Error("panic", "request_id", rq.id, "panic", p, "stack", string(debug.Stack()))
-			rq.fail(fmt.Errorf("%w: panic: %v", errInternal, p))
-			err = nil
-		}
-	}()
+	defer rq.recoverPanic()
 	r := c.Request()
 	if !rq.commonHeaders() {
 		rq.fail(odata.Detailf(errInvalidHeader, "x-ms-version"))
@@ -242,6 +236,15 @@ func (s *Server) handle(c echo.Context) (err error) {
 		rq.fail(err)
 	}
 	return nil
+}
+
+// recoverPanic, deferred, answers a request whose handler panicked with a
+// 500, and logs the panic: one request's bug must not end the server.
+func (rq *request) recoverPanic() {
+	if p := recover(); p != nil {
+		rq.srv.log.Error("panic", "request_id", rq.id, "panic", p, "stack", string(debug.Stack()))
+		rq.fail(fmt.Errorf("%w: panic: %v", errInternal, p))
+	}
 }
 
 // commonHeaders sets the headers every response carries and reports

@@ -34,6 +34,11 @@ SET LOCAL enable_seqscan = off;
 SET LOCAL enable_bitmapscan = off;
 SET LOCAL enable_sort = off;
 SET LOCAL citus.max_adaptive_executor_pool_size = 1`
+	// With a property index the filter can use, the planner has the
+	// index's statistics and a range of it to read: its choice stands.
+	sqlAcrossIndexed = `
+SET LOCAL citus.propagate_set_commands = 'local';
+SET LOCAL citus.max_adaptive_executor_pool_size = 1`
 	sqlAcrossPage = `
 SELECT e.pk, e.rk, e.ts, e.xmin, e.props FROM entities e
 WHERE e.table_id = $1`
@@ -58,7 +63,11 @@ func (s *Store) acrossPage(ctx context.Context, account, table string, q EntityQ
 		return &EntityPage{}, classify(fmt.Errorf("query entities: %w", err))
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read only: nothing to keep
-	if _, err := tx.Exec(ctx, sqlAcrossSettings); err != nil {
+	settings := sqlAcrossSettings
+	if len(q.indexes) > 0 && filter.UsesIndex(q.Filter, q.schema()) {
+		settings = sqlAcrossIndexed
+	}
+	if _, err := tx.Exec(ctx, settings); err != nil {
 		return &EntityPage{}, classify(fmt.Errorf("query entities: %w", err))
 	}
 	var tableID int64
@@ -88,10 +97,14 @@ func acrossSQL(tableID int64, q EntityQuery) (string, []any, error) {
 		args = append(args, q.FromPK)
 	}
 	sql, args = q.Range.appendSQL(sql, args)
-	cond, fargs, err := filter.Compile(q.Filter, entitySchema, len(args)+1)
+	cond, fargs, err := filter.Compile(q.Filter, q.schema(), len(args)+1)
 	if err != nil {
 		return "", nil, err
 	}
 	sql += " AND (" + cond + ")" + sqlOrderPage + strconv.Itoa(q.Top+1)
-	return sql, append(args, fargs...), nil
+	args = append(args, fargs...)
+	if len(q.indexes) > 0 {
+		args = customPlan(args)
+	}
+	return sql, args, nil
 }

@@ -93,7 +93,13 @@ func (h Header) Get(name string) string {
 // Do sends one request. path is relative to the endpoint, already escaped
 // (it is signed and sent as is); query is appended raw.
 func (c *Client) Do(ctx context.Context, method, path, query string, header map[string]string, body []byte) (*Response, error) {
-	target := c.pathBase + path
+	return c.doAt(ctx, method, c.pathBase+path, query, header, body)
+}
+
+// doAt is Do with a path from the host's root (pgtables' own API under /-/
+// is there, whatever the endpoint's path).
+func (c *Client) doAt(ctx context.Context, method, path, query string, header map[string]string, body []byte) (*Response, error) {
+	target := path
 	if c.sas != "" {
 		query = strings.TrimPrefix(query+"&"+c.sas, "&")
 	}
@@ -113,7 +119,7 @@ func (c *Client) Do(ctx context.Context, method, path, query string, header map[
 			mac = hmac.New(sha256.New, c.key)
 		}
 		mac.Reset()
-		for _, s := range [...]string{date, "\n/", c.account, c.pathBase, path, compOf(query)} {
+		for _, s := range [...]string{date, "\n/", c.account, path, compOf(query)} {
 			io.WriteString(mac, s)
 		}
 		var sum [sha256.Size]byte
@@ -151,10 +157,21 @@ func compOf(query string) string {
 // Call sends a request and turns an unexpected status into an error that
 // names the server's error code.
 func (c *Client) Call(ctx context.Context, method, path, query string, header map[string]string, body []byte, want ...int) (*Response, error) {
-	r, err := c.Do(ctx, method, path, query, header, body)
-	if err != nil {
-		return nil, err
+	return expect(c.Do(ctx, method, path, query, header, body))(want...)
+}
+
+// expect turns a response of an unexpected status into an error that names
+// the server's error code.
+func expect(r *Response, err error) func(want ...int) (*Response, error) {
+	return func(want ...int) (*Response, error) {
+		if err != nil {
+			return nil, err
+		}
+		return wanted(r, want)
 	}
+}
+
+func wanted(r *Response, want []int) (*Response, error) {
 	for _, s := range want {
 		if r.Status == s {
 			return r, nil

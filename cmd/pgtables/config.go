@@ -29,6 +29,7 @@ type config struct {
 	accessLog      bool
 	dbMaxConns     int
 	dbCombine      int // 0: store.DefaultCombine
+	maxIndexes     int
 	citusRouting   bool
 	citusShards    int // 0: see migrations.Options
 	// dbAcquireTimeout bounds the wait for a free database connection;
@@ -149,6 +150,7 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	boolean(&c.accessLog, "access-log", "PGTABLES_ACCESS_LOG", "true", "log a line per request (at info; 5xx at warn)")
 	boolean(&c.console, "console", "PGTABLES_CONSOLE", "true", "serve the web console at /-/console/")
 	integer(&c.dbMaxConns, "db-max-conns", "PGTABLES_DB_MAX_CONNS", "20", 1, "maximum database connections")
+	integer(&c.maxIndexes, "max-indexes", "PGTABLES_MAX_INDEXES", "10", 1, "property indexes a table may have (README: Property indexes)")
 	integer(&c.dbCombine, "db-combine", "PGTABLES_DB_COMBINE", "0", 0, "round trips of point reads, and of single-entity writes, in flight before further ones share them; 0: one per 16 connections, at least one")
 	boolean(&c.citusRouting, "citus-routing", "PGTABLES_CITUS_ROUTING", "true", "on Citus, send each statement of one partition to the node that holds its shard rather than through the coordinator (the nodes' addresses in Citus's metadata must be reachable from here)")
 	integer(&c.citusShards, "citus-shard-count", "PGTABLES_CITUS_SHARD_COUNT", "0", 0, "on Citus, the shards of entities when the migration distributes it; 0: the server's citus.shard_count if configured, else 4 per worker, at least 8")

@@ -150,7 +150,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, accessJSON io.Wri
 		return fmt.Errorf("database: %w", err)
 	}
 	defer pool.Close()
-	opts := store.Options{Combine: cfg.dbCombine, FailoverWait: cfg.dbFailoverWait}
+	opts := store.Options{Combine: cfg.dbCombine, FailoverWait: cfg.dbFailoverWait, MaxIndexes: cfg.maxIndexes}
 	if !cfg.citusRouting {
 		opts.RouteConns = -1
 	}
@@ -284,6 +284,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, accessJSON io.Wri
 	cancelBG()
 	wg.Wait()
 	cancelRequests()
+	st.Close() // index builds record their end while the pool is open
 	pool.Close()
 	log.Info("stopped")
 	return nil
