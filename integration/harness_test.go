@@ -161,16 +161,23 @@ func startEnv(t testing.TB, dsn string, opts store.Options, cfg httpapi.Config, 
 		})
 	}
 	t.Cleanup(e.stop)
+	e.connect()
+	return e
+}
+
+// connect sets e's service URL and its client, which signs as the
+// development account, from e.baseURL.
+func (e *env) connect() {
+	e.t.Helper()
 	e.svcURL = e.baseURL + "/" + httpapi.DevAccount
 	cred, err := aztables.NewSharedKeyCredential(httpapi.DevAccount, httpapi.DevKey)
 	if err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
 	e.service, err = aztables.NewServiceClientWithSharedKey(e.svcURL, cred, e.clientOptions())
 	if err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
-	return e
 }
 
 // clientOptions turns off SDK retries so that a failure shows at once.

@@ -17,9 +17,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 
-	"github.com/pgtables/pgtables/httpapi"
 	"github.com/pgtables/pgtables/internal/testdb"
 )
 
@@ -87,15 +85,8 @@ func newLocalEnv(t testing.TB) *env {
 		t.Fatalf("local mode pgtables exited: %v\n%s", err, local.logs)
 	default:
 	}
-	e := &env{t: t, baseURL: local.base, svcURL: local.base + "/" + httpapi.DevAccount, stop: func() {}}
-	cred, err := aztables.NewSharedKeyCredential(httpapi.DevAccount, httpapi.DevKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.service, err = aztables.NewServiceClientWithSharedKey(e.svcURL, cred, e.clientOptions())
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := &env{t: t, baseURL: local.base, stop: func() {}}
+	e.connect()
 	return e
 }
 
