@@ -92,11 +92,16 @@ func newLocalEnv(t testing.TB) *env {
 
 // startLocal builds pgtables unless PGTABLES_TEST_LOCAL_BIN names it, and
 // runs it in ephemeral local mode until it is ready.
-func startLocal() (*localServer, error) {
+func startLocal() (_ *localServer, err error) {
 	dir, err := os.MkdirTemp("", "pgtables-localsuite-")
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			_ = os.RemoveAll(dir)
+		}
+	}()
 	// The server's user must reach the directory when the tests run as
 	// root (local mode then runs PostgreSQL as another user).
 	if err := os.Chmod(dir, 0o755); err != nil {
