@@ -53,6 +53,7 @@ func TestAccountSASObjects(t *testing.T) {
 // account SAS's reach.
 func TestAccountSASResourceTypes(t *testing.T) {
 	t.Parallel()
+	needInProcess(t)
 	e := newEnv(t)
 	owner, table := e.newTable()
 	sasAdd(t, owner, "p", "r")
@@ -203,6 +204,7 @@ func TestAccountSASTampering(t *testing.T) {
 // batch.
 func TestAccountSASBatch(t *testing.T) {
 	t.Parallel()
+	needInProcess(t)
 	e := newEnv(t)
 	owner, table := e.newTable()
 	sasAdd(t, owner, "p", "old")
@@ -249,6 +251,7 @@ func TestAccountSASBatch(t *testing.T) {
 // resource type allows what it covers and nothing else.
 func TestAccountSASFromSDK(t *testing.T) {
 	t.Parallel()
+	needInProcess(t)
 	e := newEnv(t)
 	owner, table := e.newTable()
 	sasAdd(t, owner, "p", "r")

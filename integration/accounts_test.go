@@ -18,6 +18,7 @@ import (
 // accounts' tables of one name are independent.
 func TestConfiguredAccounts(t *testing.T) {
 	t.Parallel()
+	needInProcess(t)
 	key := func(seed string) string {
 		b := make([]byte, 64)
 		for i := range b {

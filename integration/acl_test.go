@@ -16,6 +16,7 @@ import (
 // the wire, and checks the XML errors.
 func TestTableACL(t *testing.T) {
 	t.Parallel()
+	needInProcess(t)
 	e := newEnv(t)
 	c, table := e.newTable()
 	got, err := c.GetAccessPolicy(bg, nil)

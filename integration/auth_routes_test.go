@@ -16,6 +16,7 @@ import (
 // otherwise well-formed.
 func TestEveryRouteRequiresAuthentication(t *testing.T) {
 	t.Parallel()
+	needInProcess(t)
 	e := newEnv(t)
 	acct := "/" + httpapi.DevAccount
 	const wrongKey = "d3Jvbmcga2V5IGZvciB0aGUgZGV2IGFjY291bnQ="

@@ -33,6 +33,7 @@ import (
 // (no routing to the shard's node).
 func TestBatchBackendTerminated(t *testing.T) {
 	t.Parallel()
+	needInProcess(t)
 	e := newEnvWith(t, store.Options{RouteConns: -1})
 	ctx := context.Background()
 	c, table := e.newTable()

@@ -20,6 +20,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+
+	"github.com/pgtables/pgtables/httpapi"
 )
 
 // Entity group transactions through aztables SubmitTransaction: every action
@@ -42,6 +44,9 @@ func batchEntity(t testing.TB, pk, rk string, props map[string]any) []byte {
 // Timestamp, xmin and properties: equal snapshots mean nothing was written.
 func tableRows(t testing.TB, e *env, table string) map[string]string {
 	t.Helper()
+	if e.pool == nil {
+		return e.servedRows(table)
+	}
 	rows, err := e.pool.Query(context.Background(), `
 SELECT e.pk, e.rk, e.ts::text || ' ' || e.xmin::text || ' ' || e.props::text
 FROM entities e JOIN tables t ON t.id = e.table_id
@@ -462,6 +467,12 @@ func TestBatchFailures(t *testing.T) {
 		_, err := c.SubmitTransaction(ctx, []aztables.TransactionAction{add(t, "p", "a", nil), add(t, "p", "b", nil)}, nil)
 		if status, code, index := batchFailure(t, err); status != 404 || code != "TableNotFound" || index != 0 {
 			t.Errorf("got %d %s at %d, want 404 TableNotFound at 0", status, code, index)
+		}
+		if e.pool == nil { // the local backend: what the server answers
+			if r := e.do("GET", "/"+httpapi.DevAccount+"/Tables('nosuchtable')", nil, nil); r.status != http.StatusNotFound {
+				t.Errorf("the failed batch left a table nosuchtable: GET answers %d", r.status)
+			}
+			return
 		}
 		var n int
 		if err := e.pool.QueryRow(ctx, `SELECT count(*) FROM tables WHERE lname = 'nosuchtable'`).Scan(&n); err != nil || n != 0 {

@@ -58,6 +58,7 @@ func TestInvertedTickRowKeys(t *testing.T) {
 // tokens hold keys, not server state.
 func TestContinuationAcrossRestart(t *testing.T) {
 	t.Parallel()
+	needInProcess(t)
 	e := newEnv(t)
 	c, table := e.newTable()
 	const n = 1500

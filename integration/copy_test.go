@@ -105,6 +105,7 @@ func fillCopySource(t *testing.T, e *env, client *aztables.Client, table string,
 // and types; and the tables a copy leaves out stay out.
 func TestCopyThroughDump(t *testing.T) {
 	t.Parallel()
+	needInProcess(t)
 	ctx := context.Background()
 	src, dst := newEnv(t), newEnv(t)
 	client, table := src.newTable()
@@ -198,6 +199,7 @@ func TestCopyThroughDump(t *testing.T) {
 // or without) slows the copy down; the copy completes, every entity there.
 func TestCopyThroughThrottling(t *testing.T) {
 	t.Parallel()
+	needInProcess(t)
 	ctx := context.Background()
 	src, dst := newEnv(t), newEnv(t)
 	client, table := src.newTable()

@@ -479,6 +479,7 @@ func TestMergeLimits(t *testing.T) {
 // to back; reads change neither (TS-041, TS-066..TS-073, TS-089).
 func TestTimestampAndETag(t *testing.T) {
 	t.Parallel()
+	needInProcess(t)
 	e := newEnv(t)
 	c, table := e.newTable()
 	const sent = "2000-01-01T00:00:00Z"

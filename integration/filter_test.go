@@ -926,6 +926,7 @@ func TestFilterKeyRanges(t *testing.T) {
 // pattern of the SDK helpers, and pages the result.
 func TestFilterTables(t *testing.T) {
 	t.Parallel()
+	needInProcess(t)
 	e := newEnv(t)
 	names := []string{"aba", "abb9", "abc", "abc1", "abc2", "abcz", "abd", "abd0", "abe", "xyz", "zzz"}
 	for _, n := range names {
@@ -1047,6 +1048,7 @@ func TestFilterInvalid(t *testing.T) {
 // implement are 501 NotImplemented.
 func TestFilterEmpty(t *testing.T) {
 	t.Parallel()
+	needInProcess(t)
 	e := newEnv(t)
 	c, name := e.newTable()
 	var all []string
@@ -1132,6 +1134,7 @@ func TestTopZero(t *testing.T) {
 // the SDK.
 func TestFilterBoundedScan(t *testing.T) {
 	t.Parallel()
+	needInProcess(t)
 	e := newEnvWith(t, store.Options{ScanChunk: 16, ScanBudget: time.Nanosecond})
 	c, name := e.newTable()
 	var ents []*fEnt

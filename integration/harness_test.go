@@ -59,6 +59,9 @@ var tableSeq atomic.Int64
 // newEnv starts pgtables on a fresh schema and returns clients for it.
 func newEnv(t testing.TB) *env {
 	t.Helper()
+	if testdb.Local() {
+		return newLocalEnv(t)
+	}
 	return newEnvWith(t, store.Options{})
 }
 
@@ -72,6 +75,7 @@ func newEnvWith(t testing.TB, opts store.Options) *env {
 // client signs as the development account, which cfg.Accounts may lack.
 func newEnvConfig(t testing.TB, opts store.Options, cfg httpapi.Config) *env {
 	t.Helper()
+	needInProcess(t)
 	dsn := testdb.New(t)
 	if err := migrations.Up(context.Background(), dsn); err != nil {
 		t.Fatalf("migrate: %v", err)
@@ -84,6 +88,7 @@ func newEnvConfig(t testing.TB, opts store.Options, cfg httpapi.Config) *env {
 // tokens over HTTPS only.
 func newTLSEnv(t testing.TB, cfg httpapi.Config) *env {
 	t.Helper()
+	needInProcess(t)
 	dsn := testdb.New(t)
 	if err := migrations.Up(context.Background(), dsn); err != nil {
 		t.Fatalf("migrate: %v", err)
@@ -96,6 +101,7 @@ func newTLSEnv(t testing.TB, cfg httpapi.Config) *env {
 // and server on a new port. It returns the new env; e must not be used.
 func (e *env) restart() *env {
 	e.t.Helper()
+	needInProcess(e.t)
 	e.stop()
 	return startEnv(e.t, e.dsn, e.opts, e.cfg, e.tlsServe)
 }
@@ -155,16 +161,23 @@ func startEnv(t testing.TB, dsn string, opts store.Options, cfg httpapi.Config, 
 		})
 	}
 	t.Cleanup(e.stop)
+	e.connect()
+	return e
+}
+
+// connect sets e's service URL and its client, which signs as the
+// development account, from e.baseURL.
+func (e *env) connect() {
+	e.t.Helper()
 	e.svcURL = e.baseURL + "/" + httpapi.DevAccount
 	cred, err := aztables.NewSharedKeyCredential(httpapi.DevAccount, httpapi.DevKey)
 	if err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
 	e.service, err = aztables.NewServiceClientWithSharedKey(e.svcURL, cred, e.clientOptions())
 	if err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
-	return e
 }
 
 // clientOptions turns off SDK retries so that a failure shows at once.

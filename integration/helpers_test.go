@@ -340,6 +340,7 @@ func str(t testing.TB, m map[string]json.RawMessage, name string) string {
 // row versions included, for "nothing changed" checks.
 func (e *env) snapshot() string {
 	e.t.Helper()
+	e.wantPool()
 	var s string
 	err := e.pool.QueryRow(bg, `
 SELECT coalesce((SELECT string_agg(format('%s|%s|%s|%s|%s', id, account, name, lname, deleted_at), E'\n' ORDER BY id) FROM tables), '')
@@ -355,6 +356,9 @@ SELECT coalesce((SELECT string_agg(format('%s|%s|%s|%s|%s', id, account, name, l
 // that share an env with parallel subtests.
 func (e *env) tableSnapshot(table string) string {
 	e.t.Helper()
+	if e.pool == nil {
+		return strings.Join(sortedValues(e.servedRows(table)), "\n")
+	}
 	var s string
 	err := e.pool.QueryRow(bg, `
 SELECT coalesce((SELECT string_agg(format('%s|%s|%s|%s|%s|%s|%s', table_id, pk, rk, ts, size, xmin, props), E'\n' ORDER BY pk, rk)
@@ -368,6 +372,7 @@ SELECT coalesce((SELECT string_agg(format('%s|%s|%s|%s|%s|%s|%s', table_id, pk, 
 // entityCount counts the stored entities of all tables.
 func (e *env) entityCount() int {
 	e.t.Helper()
+	e.wantPool()
 	var n int
 	if err := e.pool.QueryRow(bg, `SELECT count(*) FROM entities`).Scan(&n); err != nil {
 		e.t.Fatal(err)

@@ -19,6 +19,7 @@ import (
 // leave the database exactly as it was.
 func TestMalformedRequests(t *testing.T) {
 	t.Parallel()
+	needInProcess(t)
 	e := newEnv(t)
 	c, table := e.newTable()
 	if _, err := c.AddEntity(bg, entity(t, "p", "r", map[string]any{"V": int32(1), "S": "s"}), nil); err != nil {

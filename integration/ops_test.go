@@ -135,6 +135,12 @@ func (l *logBuffer) Write(p []byte) (int, error) {
 	return l.b.Write(p)
 }
 
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 // line returns the log record whose request_id is id.
 func (l *logBuffer) line(t testing.TB, id string) map[string]any {
 	t.Helper()
@@ -197,6 +203,7 @@ func (e *env) metrics(t testing.TB) map[string]float64 {
 // got.
 func TestMetricsAfterKnownRequests(t *testing.T) {
 	t.Parallel()
+	needInProcess(t)
 	e := newOpsEnv(t, opsConfig{http: httpapi.Config{AccessLog: true}})
 	ctx := context.Background()
 	acct := "/" + httpapi.DevAccount
@@ -336,6 +343,7 @@ func TestMetricsAfterKnownRequests(t *testing.T) {
 // anyone else they are ignored.
 func TestForwardedHeaders(t *testing.T) {
 	t.Parallel()
+	needInProcess(t)
 	trusted, err := httpapi.ParseTrustedProxies("127.0.0.0/8")
 	if err != nil {
 		t.Fatal(err)
@@ -431,6 +439,7 @@ func TestForwardedHeaders(t *testing.T) {
 // and when a request outlives its time.
 func TestOverloadServerBusy(t *testing.T) {
 	t.Parallel()
+	needInProcess(t)
 	ctx := context.Background()
 	// blocked starts an update that waits on a row lock the test holds; it
 	// returns the update's outcome and the function that releases the lock.

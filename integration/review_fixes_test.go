@@ -101,6 +101,7 @@ func TestQueryBatchOptions(t *testing.T) {
 // A client that gives up while its write waits is not a server error.
 func TestClientGoneIsNotInternalError(t *testing.T) {
 	t.Parallel()
+	needInProcess(t)
 	e := newEnv(t)
 	c, table := e.newTable()
 	ctx := context.Background()

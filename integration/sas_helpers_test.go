@@ -142,6 +142,7 @@ func (e *env) sdkTableSAS(table string, perms aztables.SASPermissions, start, ex
 // service properties: every row a request could change.
 func (e *env) fullSnapshot() string {
 	e.t.Helper()
+	e.wantPool()
 	var s string
 	err := e.pool.QueryRow(bg, `
 SELECT coalesce((SELECT string_agg(format('%s|%s|%s|%s|%s|%s', table_id, policy_id, pos, start_at, expiry_at, permission), E'\n' ORDER BY table_id, pos) FROM table_acls), '')

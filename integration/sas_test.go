@@ -285,6 +285,7 @@ func mustEntity(t testing.TB, b []byte) aztables.Entity {
 // it is written.
 func TestServiceSASBatch(t *testing.T) {
 	t.Parallel()
+	needInProcess(t)
 	e := newEnv(t)
 	owner, table := e.newTable()
 	_, other := e.newTable()
@@ -425,6 +426,7 @@ func TestServiceSASValidity(t *testing.T) {
 // AuthorizationFailure, and the answer is Azure's error body.
 func TestServiceSASScope(t *testing.T) {
 	t.Parallel()
+	needInProcess(t)
 	e := newEnv(t)
 	_, table := e.newTable()
 	q := svcSAS{tn: table, sp: "raud", se: inAnHour()}.encode()

@@ -20,6 +20,7 @@ var xmlOp = map[string]string{"Accept": "application/xml", "Content-Type": "appl
 // not matter, Set answers 202, bad documents are refused.
 func TestServiceProperties(t *testing.T) {
 	t.Parallel()
+	needInProcess(t)
 	e := newEnv(t)
 	got, err := e.service.GetProperties(bg, nil)
 	if err != nil {

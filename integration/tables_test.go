@@ -18,6 +18,7 @@ import (
 // case-insensitive names (TS-002, TS-008..TS-010, TS-013..TS-015, TS-124).
 func TestTables(t *testing.T) {
 	t.Parallel()
+	needInProcess(t)
 
 	t.Run("CreateListDelete", func(t *testing.T) {
 		t.Parallel()
@@ -306,6 +307,7 @@ func TestTables(t *testing.T) {
 // stores nothing.
 func TestTableNameRules(t *testing.T) {
 	t.Parallel()
+	needInProcess(t)
 	e := newEnv(t)
 	long63 := "a" + strings.Repeat("B1", 31)
 	tests := []struct {

@@ -60,6 +60,11 @@ const testShards = 4
 // Citus reports whether the tests run on Citus (PGTABLES_TEST_BACKEND).
 func Citus() bool { return os.Getenv("PGTABLES_TEST_BACKEND") == "citus" }
 
+// Local reports whether the integration suite runs against a pgtables
+// binary in local mode (PGTABLES_TEST_BACKEND=local): its database is the
+// binary's own, which tests do not reach.
+func Local() bool { return os.Getenv("PGTABLES_TEST_BACKEND") == "local" }
+
 // NeedCitus skips a test of what only a Citus cluster has (shards, nodes,
 // distribution) when the tests run on PostgreSQL. CI runs them on Citus.
 func NeedCitus(tb testing.TB) {
@@ -74,8 +79,10 @@ func findServer() (string, error) {
 	case "", "postgres":
 	case "citus":
 		return findCitus()
+	case "local":
+		return "", fmt.Errorf("PGTABLES_TEST_BACKEND=local: the tests reach pgtables over HTTP only, not a database")
 	default:
-		return "", fmt.Errorf("PGTABLES_TEST_BACKEND=%q: want postgres or citus", b)
+		return "", fmt.Errorf("PGTABLES_TEST_BACKEND=%q: want postgres, citus or local", b)
 	}
 	if dockerAnswers() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
