@@ -258,6 +258,38 @@ func boolSQL(b bool) string {
 	return "FALSE"
 }
 
+// pinnedTwice reports whether the and e demands that a column equal two
+// different literals, in its conjuncts or those of nested ands. PostgreSQL
+// folds such a condition to false by itself, and on Citus a statement so
+// folded is planned on no shard, where it cannot read the system columns
+// the store selects: the store must answer it without a query.
+func pinnedTwice(e *Expr, s Schema) bool {
+	pinned := map[string]odata.Value{}
+	var walk func(x *Expr) bool
+	walk = func(x *Expr) bool {
+		switch {
+		case x.Op == OpAnd:
+			for _, a := range x.Args {
+				if walk(a) {
+					return true
+				}
+			}
+		case x.Op == OpEq:
+			_, str := s.Strings[x.Name]
+			ts := x.Name == "Timestamp" && s.Timestamp != ""
+			if !(str && x.Value.Type == odata.EdmString || ts && x.Value.Type == odata.EdmDateTime) {
+				return false
+			}
+			if v, ok := pinned[x.Name]; ok && (v.Str != x.Value.Str || v.Int != x.Value.Int) {
+				return true
+			}
+			pinned[x.Name] = x.Value
+		}
+		return false
+	}
+	return walk(e)
+}
+
 // sqlOps are the comparison operators of SQL; textOps compare text byte by
 // byte whatever the collation (the operators of text_pattern_ops), which is
 // ordinal order for UTF-8, without naming a collation in the SQL.
@@ -284,6 +316,8 @@ func Fold(e *Expr, s Schema) (value, ok bool) {
 	case e.Op == OpNot:
 		v, ok := Fold(e.Args[0], s)
 		return !v, ok
+	case e.Op == OpAnd && pinnedTwice(e, s):
+		return false, true
 	case e.Op == OpAnd || e.Op == OpOr:
 		// One false argument makes and false, one true one makes or
 		// true; otherwise it is constant when all its arguments are.

@@ -257,6 +257,15 @@ func TestFold(t *testing.T) {
 		{"Prop eq 1", false, false},
 		{"not (Prop eq 1)", false, false},
 		{"PartitionKey eq 'p'", false, false},
+		{"PartitionKey eq 'p' and PartitionKey eq 'p'", false, false},
+		{"PartitionKey eq 'p1' and PartitionKey eq 'p2'", false, true},
+		{"PartitionKey eq 'p1' and (RowKey eq 'r' and PartitionKey eq 'p2')", false, true},
+		{"PartitionKey eq 'p' and RowKey eq 'r1' and RowKey eq 'r2'", false, true},
+		{"PartitionKey eq 'p1' or PartitionKey eq 'p2'", false, false},
+		{"not (PartitionKey eq 'p1' and PartitionKey eq 'p2')", true, true},
+		{"(PartitionKey eq 'p1' or RowKey eq 'r') and PartitionKey eq 'p2'", false, false},
+		{"Timestamp eq datetime'2024-01-01T00:00:00Z' and Timestamp eq datetime'2024-01-02T00:00:00Z'", false, true},
+		{"Prop eq 1 and Prop eq 2", false, false},
 	} {
 		e, err := Parse(tt.filter)
 		if err != nil {
