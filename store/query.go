@@ -47,6 +47,8 @@ type EntityQuery struct {
 	// Range limits the result to the keys of a shared access signature's
 	// key range, whatever the filter and continuation ask for.
 	Range KeyRange
+
+	count bool // count the rows the page's statement examines
 }
 
 // EntityPage is one page of a query.
@@ -55,6 +57,11 @@ type EntityPage struct {
 	// More is set when the query continues at (NextPK, NextRK).
 	More           bool
 	NextPK, NextRK string
+	// Examined is how many rows the database read for the page, when
+	// Counted: for a filter that the key does not serve, on one node
+	// (examined.go). It tells a page that scanned much to find little.
+	Examined int64
+	Counted  bool
 }
 
 // QueryEntities returns one page of the entities of a table that match q,
@@ -85,6 +92,7 @@ func (s *Store) QueryEntities(ctx context.Context, account, table string, q Enti
 		return page, s.emptyPageTable(ctx, page, account, table)
 	}
 	deadline := s.now().Add(s.opts.ScanBudget)
+	q.count = true
 	first, cancel := context.WithTimeout(ctx, s.opts.ScanFirst)
 	pageOf := s.pageOf
 	if s.acrossPartitions(q) {
@@ -217,8 +225,14 @@ func (s *Store) runPage(ctx context.Context, top int, sql string, args []any) (*
 // runPageOn is runPage on a given connection, transaction or pool (a
 // partition's node: route.go).
 func runPageOn(ctx context.Context, db querier, top int, sql string, args []any) (*EntityPage, error) {
-	page := &EntityPage{Entities: make([]odata.Entity, 0, min(top, 64))}
 	rows, err := db.Query(ctx, sql, args...)
+	return collectPage(rows, err, top)
+}
+
+// collectPage reads a page statement's rows, as runPageOn describes;
+// err is the error of sending the statement.
+func collectPage(rows pgx.Rows, err error, top int) (*EntityPage, error) {
+	page := &EntityPage{Entities: make([]odata.Entity, 0, min(top, 64))}
 	if err != nil {
 		return page, classify(fmt.Errorf("query entities: %w", err))
 	}
@@ -355,6 +369,8 @@ func (s *Store) scanEntities(ctx context.Context, account, table string, q Entit
 		if err != nil && !errors.Is(err, errPageFull) {
 			return nil, classify(fmt.Errorf("query entities: %w", err))
 		}
+		page.Examined += int64(scanned)
+		page.Counted = true
 		switch {
 		case full:
 			return page, nil

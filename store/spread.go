@@ -23,10 +23,18 @@ func (s *Store) pageOf(ctx context.Context, account, table string, q EntityQuery
 		if pk, ok := filter.Partition(q.Filter, "PartitionKey"); ok && distributed {
 			var page *EntityPage
 			err := s.routed(account, tableKey(table), pk, func(_, _ *combiner, pool *pgxpool.Pool) (err error) {
-				page, err = runPageOn(ctx, pool, q.Top, sql, args)
+				// The coordinator reads no rows of a shard itself.
+				if q.count && pool != s.pool {
+					page, err = runPageCounted(ctx, pool, q.Top, sql, args)
+				} else {
+					page, err = runPageOn(ctx, pool, q.Top, sql, args)
+				}
 				return err
 			})
 			return page, err
+		}
+		if q.count && !distributed {
+			return runPageCounted(ctx, s.pool, q.Top, sql, args)
 		}
 		return s.runPage(ctx, q.Top, sql, args)
 	}
