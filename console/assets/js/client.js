@@ -168,7 +168,38 @@ export class Client {
     }
     const { resp, body } = await this.json('GET', '/' + escapeName(table) + '()', { query });
     const pk = resp.headers.get('x-ms-continuation-NextPartitionKey');
-    return { entities: body.value, next: pk !== null ? { pk, rk: resp.headers.get('x-ms-continuation-NextRowKey') } : null };
+    // pgtables tells how many rows a page whose filter the keys do not
+    // serve examined, and when they were many for what it returned, the
+    // properties an index would serve.
+    const examined = resp.headers.get('x-pgtables-rows-examined');
+    const hint = resp.headers.get('x-pgtables-index-hint');
+    return {
+      entities: body.value,
+      next: pk !== null ? { pk, rk: resp.headers.get('x-ms-continuation-NextRowKey') } : null,
+      examined: examined !== null ? +examined : null,
+      indexHint: hint ? hint.split(',') : [],
+    };
+  }
+
+  // Property indexes, a pgtables extension (its index API).
+
+  indexPath(table, name) {
+    return '/-/tables/' + escapeName(table) + '/indexes' + (name ? '/' + encodeURIComponent(name) : '');
+  }
+
+  /** listIndexes returns the table's indexes as the index API gives them. */
+  async listIndexes(table) {
+    const { body } = await this.json('GET', this.indexPath(table));
+    return body.indexes || [];
+  }
+
+  /** createIndex declares an index: { property, type, afterPartitionKey }. */
+  async createIndex(table, spec) {
+    await this.send('POST', this.indexPath(table), { body: JSON.stringify(spec), contentType: 'application/json' });
+  }
+
+  async dropIndex(table, name) {
+    await this.send('DELETE', this.indexPath(table, name));
   }
 
   entityPath(table, pk, rk) {
