@@ -93,7 +93,12 @@ func (h Header) Get(name string) string {
 // Do sends one request. path is relative to the endpoint, already escaped
 // (it is signed and sent as is); query is appended raw.
 func (c *Client) Do(ctx context.Context, method, path, query string, header map[string]string, body []byte) (*Response, error) {
-	target := c.pathBase + path
+	return c.do(ctx, method, c.pathBase, path, query, header, body)
+}
+
+// do sends one request to base+path, signed as such.
+func (c *Client) do(ctx context.Context, method, base, path, query string, header map[string]string, body []byte) (*Response, error) {
+	target := base + path
 	if c.sas != "" {
 		query = strings.TrimPrefix(query+"&"+c.sas, "&")
 	}
@@ -113,7 +118,7 @@ func (c *Client) Do(ctx context.Context, method, path, query string, header map[
 			mac = hmac.New(sha256.New, c.key)
 		}
 		mac.Reset()
-		for _, s := range [...]string{date, "\n/", c.account, c.pathBase, path, compOf(query)} {
+		for _, s := range [...]string{date, "\n/", c.account, base, path, compOf(query)} {
 			io.WriteString(mac, s)
 		}
 		var sum [sha256.Size]byte
@@ -155,6 +160,12 @@ func (c *Client) Call(ctx context.Context, method, path, query string, header ma
 	if err != nil {
 		return nil, err
 	}
+	return checkStatus(r, want)
+}
+
+// checkStatus returns r if its status is one of want, else an error that
+// names the server's error code.
+func checkStatus(r *Response, want []int) (*Response, error) {
 	for _, s := range want {
 		if r.Status == s {
 			return r, nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -332,7 +331,3 @@ func indexNames(props []string) string {
 	}
 	return strings.Join(props, "+")
 }
-
-// indexPath is where the index API keeps a table's indexes, relative to
-// the endpoint.
-func indexPath(table string) string { return "/-/tables/" + url.PathEscape(table) + "/indexes" }
