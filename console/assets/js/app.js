@@ -589,11 +589,17 @@ function indexPanel(c, table, types) {
         if (!await confirmDialog(`Drop the index on ${ix.property} (${ix.type})? Queries on it will scan the table again.`, 'Drop index')) return;
         await busy(ev.target, async () => { await c.dropIndex(table, ix.name); show(`Index on ${ix.property} dropped.`); await load(); });
       } }, 'Drop')))));
+    note.className = 'muted';
     note.textContent = list.length ? '' : 'No indexes: a filter on a property other than the keys reads the whole table (or partition).';
     // While one builds, its state and progress are refreshed.
     if (list.some((ix) => ix.state === 'building')) timer = setTimeout(() => { if (el.isConnected && el.open) busy(null, load); }, 1000);
   };
-  el.addEventListener('toggle', () => { if (el.open) busy(null, load); else clearTimeout(timer); });
+  // The panel's own failures (a SAS cannot use the index API; a server
+  // other than pgtables has none) show in it.
+  el.addEventListener('toggle', () => {
+    if (!el.open) { clearTimeout(timer); return; }
+    load().catch((err) => { note.textContent = describe(err); note.className = 'err'; });
+  });
   const form = h('form', { class: 'row', id: 'index-form' }, prop, type,
     h('label', {}, afterPK, 'After PartitionKey'),
     h('button', { type: 'submit', id: 'create-index', class: 'primary' }, 'Create index'));
