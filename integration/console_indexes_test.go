@@ -8,10 +8,12 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
+	"github.com/chromedp/chromedp"
 
 	"github.com/pgtables/pgtables/console"
 	"github.com/pgtables/pgtables/httpapi"
 	"github.com/pgtables/pgtables/store"
+	"github.com/pgtables/pgtables/tableapi"
 )
 
 // newIndexConsoleEnv is a console whose server hints at an index for a
@@ -78,4 +80,75 @@ func TestConsoleIndexHint(t *testing.T) {
 			t.Errorf("a partition's page shows the hint %q", p.text("#index-hint"))
 		}
 	})
+}
+
+// TestConsoleIndexes: a table's indexes through the index API: declared
+// from the form (After PartitionKey too), listed with their state until
+// ready, dropped after a confirmation that opens on Cancel.
+func TestConsoleIndexes(t *testing.T) {
+	t.Parallel()
+	e := newIndexConsoleEnv(t)
+	c, table := e.newTable()
+	addAges(t, c, 120)
+	atSizes(t, e, true, func(t *testing.T, p *page) {
+		p.open("#/t/" + table)
+		p.waitText("#loaded-count", "100 entities loaded")
+		p.click("#indexes-panel summary")
+		p.waitText("#indexes-note", "No indexes")
+		p.set("#index-property", "Age")
+		p.set("#index-type", "Int32")
+		p.click("#create-index")
+		p.waitText("#message", "Index on Age (Int32) declared")
+		p.set("#index-property", "Name")
+		p.set("#index-type", "String")
+		p.click("#index-after-pk")
+		p.click("#create-index")
+		p.waitText("#message", "Index on Name (String) declared")
+		// The list refreshes itself while a build runs.
+		p.do(chromedp.WaitVisible(chromedp.CSS(`#indexes-body tr[data-state=ready] + tr[data-state=ready]`)))
+		rows := p.text("#indexes-body")
+		for _, want := range []string{"AgeInt32valueready", "NameStringPartitionKey, then valueready"} {
+			if !strings.Contains(strings.ReplaceAll(rows, "\n", ""), want) {
+				t.Errorf("indexes %q, want a row %q", rows, want)
+			}
+		}
+		p.click(`#indexes-body tr:first-child button.drop-index`)
+		p.waitText("#confirm", "Drop the index on Age")
+		var focused string
+		if err := json.Unmarshal(p.eval(`document.activeElement?.id ?? ''`), &focused); err != nil {
+			t.Fatal(err)
+		}
+		if focused != "confirm-cancel" {
+			t.Errorf("the confirmation opens with the focus on %q, want confirm-cancel", focused)
+		}
+		p.click("#confirm-ok")
+		p.waitText("#message", "Index on Age dropped")
+		if n := p.count("#indexes-body tr"); n != 1 {
+			t.Errorf("%d indexes listed after the drop, want 1", n)
+		}
+		ixs, err := e.indexClient(t).Indexes(bg, table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ixs) != 1 || ixs[0].Property != "Name" || !ixs[0].AfterPartitionKey {
+			t.Errorf("the server holds %+v, want the index on Name after PartitionKey", ixs)
+		}
+		// The next screen size starts without indexes.
+		for _, ix := range ixs {
+			if err := e.indexClient(t).DropIndex(bg, table, ix.Name); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
+
+// indexClient is a protocol client of e's development account, for the
+// index API.
+func (e *env) indexClient(t *testing.T) *tableapi.Client {
+	t.Helper()
+	c, err := tableapi.NewClient(e.svcURL, httpapi.DevAccount, httpapi.DevKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
