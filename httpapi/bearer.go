@@ -161,6 +161,9 @@ var tokenRules = map[authOp]tokenRule{
 	authUpsertReplace:        {tokenauth.Write, false},
 	authUpsertMerge:          {tokenauth.Write, false},
 	authDeleteEntity:         {tokenauth.Delete, false},
+	// Property indexes change what every write of the table costs: an
+	// owner's decision, as ACLs are.
+	authManageIndexes: {tokenauth.Manage, false},
 }
 
 // authorize checks that the token's grants allow op on table. A batch as a

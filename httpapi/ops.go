@@ -18,6 +18,9 @@ const opsAllow = "GET, HEAD"
 // signature.
 func (s *Server) serveOps(c echo.Context) error {
 	w, r := c.Response(), c.Request()
+	if strings.HasPrefix(r.URL.Path, indexesPrefix) {
+		return s.serveIndexes(c) // authenticated, with methods of its own
+	}
 	h := s.opsHandler(r.URL.Path)
 	switch {
 	case h == nil:

@@ -383,6 +383,7 @@ const (
 	authUpsertMerge
 	authDeleteEntity
 	authBatch
+	authManageIndexes // the property index API (indexes.go)
 )
 
 // authRule is what a SAS needs for an operation: the account SAS resource

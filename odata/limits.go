@@ -159,3 +159,7 @@ func validPropertyName(name []byte) bool {
 	}
 	return true
 }
+
+// CheckPropertyName reports whether name is a valid property name, with
+// the error a request naming it would get.
+func CheckPropertyName(name string) error { return checkPropertyName([]byte(name)) }

@@ -102,3 +102,13 @@ func (e *Entity) Property(name string) (Value, bool) {
 	}
 	return Value{}, false
 }
+
+// ParseEdmType returns the type of an OData name such as "Edm.Int64".
+func ParseEdmType(name string) (EdmType, bool) {
+	for t, n := range edmNames {
+		if n != "" && n == name {
+			return EdmType(t), true
+		}
+	}
+	return 0, false
+}

@@ -88,10 +88,14 @@ func acrossSQL(tableID int64, q EntityQuery) (string, []any, error) {
 		args = append(args, q.FromPK)
 	}
 	sql, args = q.Range.appendSQL(sql, args)
-	cond, fargs, err := filter.Compile(q.Filter, entitySchema, len(args)+1)
+	cond, fargs, err := filter.Compile(q.Filter, q.schema(), len(args)+1)
 	if err != nil {
 		return "", nil, err
 	}
 	sql += " AND (" + cond + ")" + sqlOrderPage + strconv.Itoa(q.Top+1)
-	return sql, append(args, fargs...), nil
+	args = append(args, fargs...)
+	if len(q.indexes) > 0 {
+		args = customPlan(args)
+	}
+	return sql, args, nil
 }

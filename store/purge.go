@@ -219,6 +219,11 @@ func (s *Store) PurgeOnce(ctx context.Context, cfg PurgeConfig) (stats PurgeStat
 	}
 	stats.Pending = total
 	for _, id := range ids {
+		// Its indexes first: they serve no one now, and the tombstone's
+		// row takes their catalog rows with it.
+		if err := s.dropTableIndexes(ctx, id); err != nil {
+			return stats, classify(fmt.Errorf("purge table %d: %w", id, err))
+		}
 		n, dropped, err := s.purgeTable(ctx, cfg, id)
 		if err != nil {
 			return stats, classify(fmt.Errorf("purge table %d: %w", id, err))

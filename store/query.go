@@ -49,6 +49,22 @@ type EntityQuery struct {
 	Range KeyRange
 
 	count bool // count the rows the page's statement examines
+
+	// indexes are the table's ready property indexes that the filter may
+	// use, and tableID the table's id, which the statement names so that
+	// the planner can prove the indexes' predicates (indexes.go).
+	indexes []filter.Index
+	tableID int64
+}
+
+// schema is how the query's filter sees an entity row.
+func (q *EntityQuery) schema() filter.Schema {
+	if len(q.indexes) == 0 {
+		return entitySchema
+	}
+	s := entitySchema
+	s.Indexes = q.indexes
+	return s
 }
 
 // EntityPage is one page of a query.
@@ -84,6 +100,12 @@ func (s *Store) QueryEntities(ctx context.Context, account, table string, q Enti
 		return page, s.emptyPageTable(ctx, page, account, table)
 	}
 	ranges, exact := filter.KeyRanges(q.Filter, "PartitionKey", "RowKey")
+	if q.Filter != nil && !exact && comparesProperties(q.Filter) {
+		var err error
+		if q.tableID, q.indexes, err = s.usableIndexes(ctx, account, table); err != nil {
+			return nil, err
+		}
+	}
 	if q.Filter == nil || exact {
 		page, err := s.pageOf(ctx, account, table, q)
 		if err != nil {
@@ -193,12 +215,16 @@ func pageSQL(account, table string, q EntityQuery, st pageStatement) (string, []
 		args = append(args, odata.StoredString(st.pin), distributionKey(account, tableKey(table), st.pin))
 	}
 	if q.Filter != nil {
-		cond, fargs, err := filter.Compile(q.Filter, entitySchema, len(args)+1)
+		cond, fargs, err := filter.Compile(q.Filter, q.schema(), len(args)+1)
 		if err != nil {
 			return "", nil, err
 		}
 		sql += " AND (" + cond + ")"
 		args = append(args, fargs...)
+	}
+	if len(q.indexes) > 0 {
+		sql += fmt.Sprintf(sqlIndexedTable, len(args)+1)
+		args = customPlan(append(args, q.tableID))
 	}
 	return sql + sqlOrderPage + strconv.Itoa(st.limit), args, nil
 }

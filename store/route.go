@@ -144,9 +144,11 @@ func (s *Store) startRouting(ctx context.Context) error {
 	return r.load(ctx)
 }
 
-// Close closes the pools of the nodes that routing opened; the pool the
-// store was made with is the caller's to close.
+// Close cancels the index builds the store runs (each marked failed) and
+// closes the pools of the nodes that routing opened; the pool the store
+// was made with is the caller's to close.
 func (s *Store) Close() {
+	s.closeBuilds()
 	if r := s.router.Load(); r != nil {
 		r.close()
 	}

@@ -41,6 +41,7 @@ type Store struct {
 	distributed   atomic.Bool                 // see DetectDistribution
 	router        atomic.Pointer[router]      // see route.go
 	purge         purgeState                  // see Purge
+	builds        buildState                  // see CreateIndex
 }
 
 // Options tunes a Store; zero fields take the defaults.
@@ -66,6 +67,9 @@ type Options struct {
 	// RouteConns(the pool's size). Negative: every statement goes to the
 	// coordinator.
 	RouteConns int
+	// MaxIndexes is how many property indexes one table may have
+	// (default DefaultMaxIndexes): each costs every write of the table.
+	MaxIndexes int
 }
 
 // Defaults for Options.
@@ -95,6 +99,9 @@ func NewWithOptions(pool *pgxpool.Pool, opts Options) *Store {
 	}
 	if opts.ScanFirst <= 0 || opts.ScanFirst > opts.ScanBudget {
 		opts.ScanFirst = opts.ScanBudget / 2
+	}
+	if opts.MaxIndexes <= 0 {
+		opts.MaxIndexes = DefaultMaxIndexes
 	}
 	conns := int(pool.Config().MaxConns)
 	if opts.Combine <= 0 {

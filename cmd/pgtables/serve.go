@@ -227,6 +227,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger) error {
 	cancelBG()
 	wg.Wait()
 	cancelRequests()
+	st.Close() // index builds record their end while the pool is open
 	pool.Close()
 	log.Info("stopped")
 	return nil

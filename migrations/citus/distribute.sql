@@ -13,7 +13,7 @@ BEGIN
     -- By name, each time: once tables is a reference table, Citus has
     -- made table_acls (its foreign key) a local table of its own, whose
     -- name now stands for another relation than before.
-    FOREACH name IN ARRAY ARRAY['tables', 'table_acls', 'service_properties'] LOOP
+    FOREACH name IN ARRAY ARRAY['tables', 'table_acls', 'property_indexes', 'service_properties'] LOOP
         IF NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = name::regclass AND repmodel = 't') THEN
             PERFORM create_reference_table(name::regclass);
             converted := converted || name;

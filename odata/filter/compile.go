@@ -23,6 +23,25 @@ type Schema struct {
 	// the user properties (see odata/stored.go); "" means that every other
 	// name is a missing property.
 	Properties string
+	// Indexes are the property indexes that the SQL may use (see
+	// Index); none when Properties is "".
+	Indexes []Index
+}
+
+// Index is a property index on the rows: for the entities whose property
+// has stored type Type (tag t, name p), the expression
+//
+//	CASE WHEN props -> p ->> 0 = t THEN <value> END
+//
+// (value as Compile reads it: text, (props -> p ->> 1)::bigint, ::float8,
+// ::boolean or decode(props -> p ->> 1, 'base64')), with text values under
+// text_pattern_ops. Compile adds to a comparison that only entities with
+// such a type can satisfy a condition on that expression, implied by the
+// comparison, so that the planner can use the index without the result
+// changing.
+type Index struct {
+	Property string
+	Type     odata.EdmType
 }
 
 // Compile returns a SQL boolean expression for e, whose every value is a
@@ -41,7 +60,8 @@ func Compile(e *Expr, s Schema, first int) (sql string, args []any, err error) {
 	// Sized for a few property comparisons, to spare regrowth.
 	c := compiler{s: s, first: first, args: make([]any, 0, 16)}
 	c.sb.Grow(1024)
-	if err := c.expr(e, 0); err != nil {
+	c.indexes = indexedFamilies(s)
+	if err := c.expr(e, 0, OpConst); err != nil {
 		return "", nil, err
 	}
 	return c.sb.String(), c.args, nil
@@ -115,6 +135,9 @@ type compiler struct {
 	args   []any
 	first  int
 	consts [nConsts]int // parameter number of a fixed value, 0 until used
+	// indexes are the families of stored types indexed per property
+	// (indexes.go); nil without indexes.
+	indexes map[string]familySet
 }
 
 // add appends a parameter value and returns its number.
@@ -150,7 +173,9 @@ func (c *compiler) constRef(k int) {
 	c.ref(c.consts[k], typ)
 }
 
-func (c *compiler) expr(e *Expr, depth int) error {
+// expr writes e, whose parent is an expression with operator parent
+// (OpConst: none).
+func (c *compiler) expr(e *Expr, depth int, parent Op) error {
 	if depth > 4*MaxDepth {
 		return errors.New("filter: expression nested too deeply")
 	}
@@ -168,9 +193,12 @@ func (c *compiler) expr(e *Expr, depth int) error {
 			if i > 0 {
 				c.sb.WriteString(sep)
 			}
-			if err := c.expr(x, depth+1); err != nil {
+			if err := c.expr(x, depth+1, e.Op); err != nil {
 				return err
 			}
+		}
+		if e.Op == OpAnd {
+			c.indexConditions(e.Args)
 		}
 		c.sb.WriteByte(')')
 		return nil
@@ -181,10 +209,10 @@ func (c *compiler) expr(e *Expr, depth int) error {
 		x := e.Args[0]
 		if x.Op == OpAnd || x.Op == OpOr {
 			c.sb.WriteString("NOT ")
-			return c.expr(x, depth+1)
+			return c.expr(x, depth+1, e.Op)
 		}
 		c.sb.WriteString("NOT (")
-		if err := c.expr(x, depth+1); err != nil {
+		if err := c.expr(x, depth+1, e.Op); err != nil {
 			return err
 		}
 		c.sb.WriteByte(')')
@@ -211,7 +239,15 @@ func (c *compiler) expr(e *Expr, depth int) error {
 		c.sb.WriteString("NULL::boolean") // a missing property
 		return nil
 	}
+	if parent == OpAnd || parent == OpNot || !c.indexable(e) {
+		c.property(e)
+		return nil
+	}
+	// Alone: with the conditions on its index, as in an and of one.
+	c.sb.WriteByte('(')
 	c.property(e)
+	c.indexConditions([]*Expr{e})
+	c.sb.WriteByte(')')
 	return nil
 }
 

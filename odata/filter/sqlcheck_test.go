@@ -20,7 +20,7 @@ var (
 // parameters.
 var sqlWords = map[string]bool{
 	"CASE": true, "WHEN": true, "THEN": true, "ELSE": true, "END": true,
-	"AND": true, "OR": true, "NOT": true, "IS": true, "NULL": true,
+	"AND": true, "OR": true, "NOT": true, "IS": true, "NULL": true, "IN": true,
 	"TRUE": true, "FALSE": true,
 	"text": true, "bigint": true, "float8": true, "boolean": true, "bytea": true,
 	"decode": true,

@@ -1,0 +1,299 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgtables/pgtables/odata"
+)
+
+// waitIndexes waits until no index of table is building and returns them.
+func waitIndexes(t *testing.T, s *Store, table string) []Index {
+	t.Helper()
+	ctx := context.Background()
+	for deadline := time.Now().Add(2 * time.Minute); ; {
+		ixs, err := s.Indexes(ctx, acct, table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		building := false
+		for _, ix := range ixs {
+			building = building || ix.State == IndexBuilding
+		}
+		if !building {
+			return ixs
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("indexes still building: %+v", ixs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// pgIndexes returns the names of the PostgreSQL indexes on entities whose
+// name starts with prefix, with whether each is valid.
+func pgIndexes(t *testing.T, pool *pgxpool.Pool, prefix string) map[string]bool {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `
+SELECT c.relname, i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+WHERE i.indrelid = 'entities'::regclass AND starts_with(c.relname, $1)`, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	m := map[string]bool{}
+	for rows.Next() {
+		var name string
+		var valid bool
+		if err := rows.Scan(&name, &valid); err != nil {
+			t.Fatal(err)
+		}
+		m[name] = valid
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestIndexLifecycle(t *testing.T) {
+	t.Parallel()
+	s := newStoreWith(t, Options{MaxIndexes: 3})
+	t.Cleanup(s.Close)
+	ctx := context.Background()
+	if err := s.CreateTable(ctx, acct, "Ix"); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 20; i++ {
+		if _, err := s.Write(ctx, acct, "Ix", &Write{Op: OpInsert, PartitionKey: "p", RowKey: fmt.Sprint(i), Properties: props("Age", i, "Name", fmt.Sprint("n", i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	age := IndexSpec{Property: "Age", Type: odata.EdmInt32}
+	ix, err := s.CreateIndex(ctx, acct, "ix", age)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ix.State != IndexBuilding || !strings.HasPrefix(ix.Name, "pi_") || ix.Property != "Age" {
+		t.Fatalf("created %+v", ix)
+	}
+	errCases := []struct {
+		table string
+		spec  IndexSpec
+		want  error
+	}{
+		{"ix", age, ErrIndexExists},
+		// The numeric types are one index.
+		{"ix", IndexSpec{Property: "Age", Type: odata.EdmDouble}, ErrIndexExists},
+		{"nope", age, ErrTableNotFound},
+		{"ix", IndexSpec{Property: "RowKey", Type: odata.EdmString}, ErrIndexType},
+		{"ix", IndexSpec{Property: "a-b", Type: odata.EdmString}, ErrIndexType},
+		{"ix", IndexSpec{Property: "Age", Type: 0}, ErrIndexType},
+	}
+	for _, c := range errCases {
+		if _, err := s.CreateIndex(ctx, acct, c.table, c.spec); !errors.Is(err, c.want) {
+			t.Errorf("CreateIndex(%s, %+v) = %v, want %v", c.table, c.spec, err, c.want)
+		}
+	}
+	for _, spec := range []IndexSpec{{Property: "Name", Type: odata.EdmString}, {Property: "Age", Type: odata.EdmInt32, AfterPartitionKey: true}} {
+		if _, err := s.CreateIndex(ctx, acct, "ix", spec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.CreateIndex(ctx, acct, "ix", IndexSpec{Property: "Other", Type: odata.EdmGuid}); !errors.Is(err, ErrTooManyIndexes) {
+		t.Fatalf("fourth index: %v", err)
+	}
+	ixs := waitIndexes(t, s, "ix")
+	if len(ixs) != 3 {
+		t.Fatalf("indexes %+v", ixs)
+	}
+	valid := pgIndexes(t, s.pool, "pi_")
+	for _, x := range ixs {
+		if x.State != IndexReady || x.Error != "" || !valid[x.Name] {
+			t.Errorf("index %+v: valid in PostgreSQL %v", x, valid[x.Name])
+		}
+	}
+	if err := s.DropIndex(ctx, acct, "ix", ix.Name); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DropIndex(ctx, acct, "ix", ix.Name); !errors.Is(err, ErrIndexNotFound) {
+		t.Fatalf("second drop: %v", err)
+	}
+	if err := s.DropIndex(ctx, acct, "nope", ix.Name); !errors.Is(err, ErrTableNotFound) {
+		t.Fatalf("drop on a missing table: %v", err)
+	}
+	if _, ok := pgIndexes(t, s.pool, "pi_")[ix.Name]; ok {
+		t.Fatalf("index %s still in PostgreSQL", ix.Name)
+	}
+	if ixs, err := s.Indexes(ctx, acct, "ix"); err != nil || len(ixs) != 2 {
+		t.Fatalf("after drop: %+v %v", ixs, err)
+	}
+	if _, err := s.Indexes(ctx, acct, "nope"); !errors.Is(err, ErrTableNotFound) {
+		t.Fatalf("indexes of a missing table: %v", err)
+	}
+}
+
+// A build that fails (here on a value that PostgreSQL cannot cast, which
+// only a row written behind the store's back can hold) ends failed, with
+// the error, and no invalid index left behind.
+func TestIndexBuildFails(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	if err := s.CreateTable(ctx, acct, "bad"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, `
+INSERT INTO entities (table_id, dkey, pk, rk, ts, size, props)
+SELECT id, entity_dkey(account, lname, 'p'), 'p', 'r', 1, 1, '{"X": ["dbl", "not a number"]}'
+FROM tables WHERE account = $1 AND lname = 'bad'`, acct); err != nil {
+		t.Fatal(err)
+	}
+	ix, err := s.CreateIndex(ctx, acct, "bad", IndexSpec{Property: "X", Type: odata.EdmDouble})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ixs := waitIndexes(t, s, "bad")
+	if len(ixs) != 1 || ixs[0].State != IndexFailed || !strings.Contains(ixs[0].Error, "not a number") {
+		t.Fatalf("indexes %+v", ixs)
+	}
+	if left := pgIndexes(t, s.pool, ix.Name); len(left) != 0 {
+		t.Fatalf("left behind: %v", left)
+	}
+	// A failed index may be dropped like any other.
+	if err := s.DropIndex(ctx, acct, "bad", ix.Name); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Dropping a table drops its indexes (the purger does), and a table
+// created again under its name starts without any.
+func TestIndexDropTable(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	if err := s.DetectDistribution(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateTable(ctx, acct, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	ix, err := s.CreateIndex(ctx, acct, "gone", IndexSpec{Property: "Age", Type: odata.EdmInt64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitIndexes(t, s, "gone")
+	if err := s.DeleteTable(ctx, acct, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateTable(ctx, acct, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if ixs, err := s.Indexes(ctx, acct, "gone"); err != nil || len(ixs) != 0 {
+		t.Fatalf("new table's indexes: %+v %v", ixs, err)
+	}
+	if _, err := s.PurgeOnce(ctx, PurgeConfig{Chunk: 100}); err != nil {
+		t.Fatal(err)
+	}
+	if left := pgIndexes(t, s.pool, ix.Name); len(left) != 0 {
+		t.Fatalf("left behind: %v", left)
+	}
+	var n int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM property_indexes`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("catalog rows %d %v", n, err)
+	}
+}
+
+// explainQuery returns the plan of the first statement of q's page.
+func explainQuery(t *testing.T, s *Store, table string, q EntityQuery) string {
+	t.Helper()
+	ctx := context.Background()
+	var err error
+	if q.tableID, q.indexes, err = s.usableIndexes(ctx, acct, table); err != nil {
+		t.Fatal(err)
+	}
+	sql, args, err := queryEntitiesSQL(s.distributed.Load(), acct, table, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := s.pool.Query(ctx, "EXPLAIN "+sql, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// A selective filter on an indexed property reads the index: the plans
+// name it.
+func TestIndexUsedByFilter(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	if err := s.DetectDistribution(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, name := range []string{"big", "other"} {
+		if err := s.CreateTable(ctx, acct, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 20,000 entities over 100 partitions: Age 0..999, When one a minute.
+	if _, err := s.pool.Exec(ctx, `
+INSERT INTO entities (table_id, dkey, pk, rk, ts, size, props)
+SELECT t.id, entity_dkey(t.account, t.lname, 'p' || i % 100), 'p' || i % 100, lpad(i::text, 6, '0'), 1, 100,
+	jsonb_build_object('Age', jsonb_build_array('i32', i % 1000),
+		'When', jsonb_build_array('dt', to_char(timestamp '2026-01-01' + i * interval '1 minute', 'YYYY-MM-DD"T"HH24:MI:SS".0000000Z"')))
+FROM tables t, generate_series(1, 20000) i WHERE t.account = $1`, acct); err != nil {
+		t.Fatal(err)
+	}
+	specs := []IndexSpec{
+		{Property: "Age", Type: odata.EdmInt32},
+		{Property: "When", Type: odata.EdmDateTime},
+		{Property: "Age", Type: odata.EdmInt32, AfterPartitionKey: true},
+	}
+	names := map[IndexSpec]string{}
+	for _, spec := range specs {
+		ix, err := s.CreateIndex(ctx, acct, "big", spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names[spec] = ix.Name
+	}
+	waitIndexes(t, s, "big")
+	if _, err := s.pool.Exec(ctx, "ANALYZE entities"); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		filter string
+		index  IndexSpec
+	}{
+		{"Age eq 42", specs[0]},
+		{"Age eq 42L", specs[0]},
+		{"Age eq 42.0", specs[0]},
+		{"Age ge 998 and Age lt 999", specs[0]},
+		{"When ge datetime'2026-01-03T00:00:00Z' and When lt datetime'2026-01-03T00:10:00Z'", specs[1]},
+		{"PartitionKey eq 'p7' and Age gt 990", specs[2]},
+		{"Age eq 42 or Age eq 43", specs[0]},
+	}
+	for _, c := range cases {
+		plan := explainQuery(t, s, "big", EntityQuery{Filter: mustParse(t, c.filter), Top: 1000})
+		if !strings.Contains(plan, names[c.index]) {
+			t.Errorf("%s: plan does not use %s:\n%s", c.filter, names[c.index], plan)
+		}
+	}
+	// Another table has no indexes: its plan uses none.
+	if plan := explainQuery(t, s, "other", EntityQuery{Filter: mustParse(t, "Age eq 42"), Top: 1000}); strings.Contains(plan, "pi_") {
+		t.Errorf("other table's plan uses a property index:\n%s", plan)
+	}
+}
