@@ -99,6 +99,7 @@ func TestConsoleIndexes(t *testing.T) {
 		p.set("#index-type", "Int32")
 		p.click("#create-index")
 		p.waitText("#message", "Index on Age (Int32) declared")
+		p.waitText("#indexes-body", "Age")
 		p.set("#index-property", "Name")
 		p.set("#index-type", "String")
 		p.click("#index-after-pk")

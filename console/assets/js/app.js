@@ -587,7 +587,7 @@ function indexPanel(c, table, types) {
       h('td', { class: 'index-state' }, ix.state), h('td', { class: 'index-progress' }, progressText(ix)),
       h('td', {}, h('button', { type: 'button', class: 'drop-index', onclick: async (ev) => {
         if (!await confirmDialog(`Drop the index on ${ix.property} (${ix.type})? Queries on it will scan the table again.`, 'Drop index')) return;
-        await busy(ev.target, async () => { await c.dropIndex(table, ix.name); show(`Index on ${ix.property} dropped.`); await load(); });
+        await busy(ev.target, async () => { await c.dropIndex(table, ix.name); await load(); show(`Index on ${ix.property} dropped.`); });
       } }, 'Drop')))));
     note.className = 'muted';
     note.textContent = list.length ? '' : 'No indexes: a filter on a property other than the keys reads the whole table (or partition).';
@@ -608,9 +608,10 @@ function indexPanel(c, table, types) {
     busy(form.querySelector('button'), async () => {
       const spec = { property: prop.value.trim(), type: type.value, afterPartitionKey: afterPK.checked };
       await c.createIndex(table, spec);
-      show(`Index on ${spec.property} (${spec.type}) declared: it builds without blocking writes.`);
       prop.value = '';
+      // The message comes once the list shows the index.
       await load();
+      show(`Index on ${spec.property} (${spec.type}) declared: it builds without blocking writes.`);
     });
   });
   el.append(h('p', { class: 'muted' }, 'Typed indexes on properties serve $filter comparisons of them (a pgtables extension; results stay the same).'),
