@@ -5,8 +5,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/pgtables/pgtables/tablecopy"
 	"github.com/pgtables/pgtables/tableapi"
+	"github.com/pgtables/pgtables/tablecopy"
 )
 
 // pgtables copy -indexes: a table's index definitions go from one
