@@ -7,50 +7,45 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// A page's statement and the count of the rows it examined go in one
-// round trip, one implicit transaction: PostgreSQL's statistics of the
-// current transaction (pg_stat_xact_*) hold the rows that its scans of
-// entities returned (sequential scans) and fetched (index scans), which is
-// what the filter was evaluated on. On Citus the rows are read on the
-// shard's node, so only a statement sent there is counted; rows read by
-// parallel workers are not in the leader's statistics. Those statistics
-// also hold the counts of earlier transactions of the session that were
-// not flushed yet, so the count is taken before and after the statement,
-// in the same transaction (no flush happens inside one).
+// A page's statement runs in a transaction between two counts of the rows
+// examined so far: PostgreSQL's statistics of the current transaction
+// (pg_stat_xact_*) hold the rows that its scans of entities returned
+// (sequential scans) and fetched (index scans), which is what the filter
+// was evaluated on. Those statistics also hold the counts of earlier
+// transactions of the session that were not flushed yet, hence the count
+// before (no flush happens inside a transaction). Not a batch: a batch
+// runs its statements in the connection's default mode, and a statement
+// that may use a property index must be planned for its values
+// (customPlan). On Citus the rows are read on the shard's node, so only a
+// statement sent there is counted; rows read by parallel workers are not
+// in the leader's statistics.
 const sqlExamined = `
 SELECT coalesce(sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)), 0)::bigint
 FROM pg_stat_xact_user_tables
 WHERE relname = 'entities' OR relname LIKE 'entities\_%'`
 
-// batcher sends a batch of statements: a pool, a connection or a
-// transaction.
-type batcher interface {
-	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
-}
-
 // runPageCounted is runPageOn that also counts the rows the statement
 // examined, into the page's Examined.
-func runPageCounted(ctx context.Context, db batcher, top int, sql string, args []any) (*EntityPage, error) {
-	b := &pgx.Batch{}
-	b.Queue(sqlExamined)
-	b.Queue(sql, args...)
-	b.Queue(sqlExamined)
-	br := db.SendBatch(ctx, b)
-	defer br.Close()
-	var before, after int64
-	if err := br.QueryRow().Scan(&before); err != nil {
-		return &EntityPage{}, classify(fmt.Errorf("count examined rows: %w", err))
-	}
-	rows, err := br.Query()
-	page, err := collectPage(rows, err, top)
+func runPageCounted(ctx context.Context, db interface {
+	Begin(context.Context) (pgx.Tx, error)
+}, top int, sql string, args []any) (*EntityPage, error) {
+	page := &EntityPage{}
+	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		var before, after int64
+		if err := tx.QueryRow(ctx, sqlExamined).Scan(&before); err != nil {
+			return fmt.Errorf("count examined rows: %w", err)
+		}
+		rows, err := tx.Query(ctx, sql, args...)
+		if page, err = collectPage(rows, err, top); err != nil {
+			return err
+		}
+		if err := tx.QueryRow(ctx, sqlExamined).Scan(&after); err != nil {
+			return fmt.Errorf("count examined rows: %w", err)
+		}
+		page.Examined, page.Counted = after-before, true
+		return nil
+	})
 	if err != nil {
-		return page, err
-	}
-	if err := br.QueryRow().Scan(&after); err != nil {
-		return page, classify(fmt.Errorf("count examined rows: %w", err))
-	}
-	page.Examined, page.Counted = after-before, true
-	if err := br.Close(); err != nil {
 		return page, classify(fmt.Errorf("query entities: %w", err))
 	}
 	return page, nil
