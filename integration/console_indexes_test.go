@@ -115,13 +115,7 @@ func TestConsoleIndexes(t *testing.T) {
 		}
 		p.click(`#indexes-body tr:first-child button.drop-index`)
 		p.waitText("#confirm", "Drop the index on Age")
-		var focused string
-		if err := json.Unmarshal(p.eval(`document.activeElement?.id ?? ''`), &focused); err != nil {
-			t.Fatal(err)
-		}
-		if focused != "confirm-cancel" {
-			t.Errorf("the confirmation opens with the focus on %q, want confirm-cancel", focused)
-		}
+		p.confirmOpensOnCancel()
 		p.click("#confirm-ok")
 		p.waitText("#message", "Index on Age dropped")
 		if n := p.count("#indexes-body tr"); n != 1 {
@@ -152,4 +146,17 @@ func (e *env) indexClient(t *testing.T) *tableapi.Client {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// confirmOpensOnCancel fails unless the open confirmation has the focus on
+// Cancel, so that Enter does not destroy.
+func (p *page) confirmOpensOnCancel() {
+	p.t.Helper()
+	var focused string
+	if err := json.Unmarshal(p.eval(`document.activeElement?.id ?? ''`), &focused); err != nil {
+		p.t.Fatal(err)
+	}
+	if focused != "confirm-cancel" {
+		p.t.Errorf("the confirmation opens with the focus on %q, want confirm-cancel", focused)
+	}
 }
