@@ -122,7 +122,7 @@ func newMetrics(version string, pool *pgxpool.Pool) *metrics {
 	})
 	m.examined = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "pgtables_query_rows_examined",
-		Help:    "Rows the database examined for a Query Entities page whose filter the keys do not serve, by shape: partition (the filter pins a PartitionKey) or table (across partitions). Counted on one node; on Citus, pages of one partition and chunked scans.",
+		Help:    "Rows the database examined for a Query Entities page whose filter the keys do not serve, by shape: partition (the filter pins a PartitionKey) or table (across partitions). Counted on PostgreSQL; on Citus, chunked scans only.",
 		Buckets: []float64{0, 10, 100, 1000, 10_000, 100_000, 1_000_000},
 	}, []string{"shape"})
 	m.purgedEntities = prometheus.NewCounter(prometheus.CounterOpts{

@@ -16,9 +16,10 @@ import (
 // before (no flush happens inside a transaction). Not a batch: a batch
 // runs its statements in the connection's default mode, and a statement
 // that may use a property index must be planned for its values
-// (customPlan). On Citus the rows are read on the shard's node, so only a
-// statement sent there is counted; rows read by parallel workers are not
-// in the leader's statistics.
+// (customPlan). On Citus the rows are read on the shards' nodes, which
+// hide their shards from pg_class and so from these views: only chunked
+// scans count there. Rows read by parallel workers are not in the
+// leader's statistics.
 const sqlExamined = `
 SELECT coalesce(sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)), 0)::bigint
 FROM pg_stat_xact_user_tables

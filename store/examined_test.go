@@ -29,8 +29,7 @@ func TestQueryCountsExaminedRows(t *testing.T) {
 			}
 		}
 	}
-	// On Citus only the chunked scan counts a page across partitions, and
-	// a partition's page only when its node takes the statement.
+	// On Citus only the chunked scan counts.
 	citus := testdb.Citus()
 	tests := []struct {
 		name     string
