@@ -127,6 +127,7 @@ func (rq *request) queryEntities() error {
 		return err
 	}
 	rq.srv.ops.metrics.returned.Observe(float64(len(page.Entities)))
+	rq.observeExamined(q.Filter, page)
 	setContinuation(rq.header(), page)
 	return rq.writeBody(http.StatusOK, func(b []byte) []byte { return enc.AppendEntities(b, page.Entities) })
 }

@@ -49,6 +49,7 @@ type metrics struct {
 	batchSize    prometheus.Histogram
 	batchRetries prometheus.Counter
 	returned     prometheus.Histogram
+	examined     *prometheus.HistogramVec
 
 	purgedEntities prometheus.Counter
 	purgedTables   prometheus.Counter
@@ -119,6 +120,11 @@ func newMetrics(version string, pool *pgxpool.Pool) *metrics {
 		Help:    "Entities per Query Entities response page.",
 		Buckets: []float64{0, 1, 10, 100, 1000},
 	})
+	m.examined = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "pgtables_query_rows_examined",
+		Help:    "Rows the database examined for a Query Entities page whose filter the keys do not serve, by shape: partition (the filter pins a PartitionKey) or table (across partitions). Counted on PostgreSQL; on Citus, chunked scans only.",
+		Buckets: []float64{0, 10, 100, 1000, 10_000, 100_000, 1_000_000},
+	}, []string{"shape"})
 	m.purgedEntities = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "pgtables_purge_entities_total",
 		Help: "Entities of deleted tables removed by this process's background purge.",
@@ -147,7 +153,7 @@ func newMetrics(version string, pool *pgxpool.Pool) *metrics {
 	})
 	build.Set(1)
 	for _, c := range []prometheus.Collector{
-		m.requests, m.duration, m.inFlight, m.rejected, m.auth, m.batchSize, m.batchRetries, m.returned,
+		m.requests, m.duration, m.inFlight, m.rejected, m.auth, m.batchSize, m.batchRetries, m.returned, m.examined,
 		m.purgedEntities, m.purgedTables, m.purgePending, m.purgeErrors, m.purgeChunk, build,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

@@ -60,6 +60,10 @@ type Config struct {
 	// Bearer, when set, accepts bearer tokens (bearer.go); nil: they are
 	// refused as an unknown scheme.
 	Bearer *BearerConfig
+	// ScanLogRows: a query page that examined at least this many rows and
+	// returned under 1% of them is logged with the properties an index
+	// would serve (examined.go); 0: DefaultScanLogRows, negative: never.
+	ScanLogRows int
 }
 
 // DefaultMaxBodyBytes is Azure's request body limit.
@@ -93,6 +97,9 @@ func (s *Server) StartServing() { s.serving.Store(true) }
 
 // New returns a Server. ready is consulted by /-/ready.
 func New(cfg Config, st *store.Store, log *slog.Logger, ready func(context.Context) error) *Server {
+	if cfg.ScanLogRows == 0 {
+		cfg.ScanLogRows = DefaultScanLogRows
+	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}

@@ -34,6 +34,7 @@ type opsConfig struct {
 	maxConns    int32          // pool size; 0: 16
 	acquireWait time.Duration  // wait for a free connection (store.LimitAcquireWait); 0: unbounded
 	http        httpapi.Config // the server's configuration; Version is "test"
+	scanFirst   time.Duration  // store.Options.ScanFirst; 0: the default
 }
 
 // opsEnv is an env whose server is configured for operational tests.
@@ -83,7 +84,7 @@ func newOpsEnv(t testing.TB, oc opsConfig) *opsEnv {
 	// The tests find the server's sessions by application_name on the
 	// server its pool connects to: on Citus no routing to the shards'
 	// nodes, whose pools the faults would miss.
-	st := store.NewWithOptions(pool, store.Options{RouteConns: -1})
+	st := store.NewWithOptions(pool, store.Options{RouteConns: -1, ScanFirst: oc.scanFirst})
 	t.Cleanup(st.Close)
 	// The pool's first connection may take longer than a short acquire
 	// limit on a busy machine (a cluster's coordinator, say); the pool

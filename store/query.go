@@ -48,6 +48,8 @@ type EntityQuery struct {
 	// key range, whatever the filter and continuation ask for.
 	Range KeyRange
 
+	count bool // count the rows the page's statement examines
+
 	// indexes are the table's ready property indexes that the filter may
 	// use, and tableID the table's id, which the statement names so that
 	// the planner can prove the indexes' predicates (indexes.go).
@@ -71,6 +73,11 @@ type EntityPage struct {
 	// More is set when the query continues at (NextPK, NextRK).
 	More           bool
 	NextPK, NextRK string
+	// Examined is how many rows the database read for the page, when
+	// Counted: for a filter that the key does not serve, on one node
+	// (examined.go). It tells a page that scanned much to find little.
+	Examined int64
+	Counted  bool
 }
 
 // queryEntities returns one page of the entities of a table that match q,
@@ -107,6 +114,7 @@ func (s *Store) queryEntities(ctx context.Context, account, table string, q Enti
 		return page, s.emptyPageTable(ctx, page, account, table)
 	}
 	deadline := s.now().Add(s.opts.ScanBudget)
+	q.count = true
 	first, cancel := context.WithTimeout(ctx, s.opts.ScanFirst)
 	pageOf := s.pageOf
 	if s.acrossPartitions(q) {
@@ -243,8 +251,14 @@ func (s *Store) runPage(ctx context.Context, top int, sql string, args []any) (*
 // runPageOn is runPage on a given connection, transaction or pool (a
 // partition's node: route.go).
 func runPageOn(ctx context.Context, db querier, top int, sql string, args []any) (*EntityPage, error) {
-	page := &EntityPage{Entities: make([]odata.Entity, 0, min(top, 64))}
 	rows, err := db.Query(ctx, sql, args...)
+	return collectPage(rows, err, top)
+}
+
+// collectPage reads a page statement's rows, as runPageOn describes;
+// err is the error of sending the statement.
+func collectPage(rows pgx.Rows, err error, top int) (*EntityPage, error) {
+	page := &EntityPage{Entities: make([]odata.Entity, 0, min(top, 64))}
 	if err != nil {
 		return page, classify(fmt.Errorf("query entities: %w", err))
 	}
@@ -381,6 +395,8 @@ func (s *Store) scanEntities(ctx context.Context, account, table string, q Entit
 		if err != nil && !errors.Is(err, errPageFull) {
 			return nil, classify(fmt.Errorf("query entities: %w", err))
 		}
+		page.Examined += int64(scanned)
+		page.Counted = true
 		switch {
 		case full:
 			return page, nil

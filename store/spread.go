@@ -23,10 +23,16 @@ func (s *Store) pageOf(ctx context.Context, account, table string, q EntityQuery
 		if pk, ok := filter.Partition(q.Filter, "PartitionKey"); ok && distributed {
 			var page *EntityPage
 			err := s.routed(account, tableKey(table), pk, func(_, _ *combiner, pool *pgxpool.Pool) (err error) {
+				// Not counted: the coordinator reads no rows of a shard
+				// itself, and a node hides its shards from pg_class, and
+				// so from the statistics views.
 				page, err = runPageOn(ctx, pool, q.Top, sql, args)
 				return err
 			})
 			return page, err
+		}
+		if q.count && !distributed {
+			return runPageCounted(ctx, s.pool, q.Top, sql, args)
 		}
 		return s.runPage(ctx, q.Top, sql, args)
 	}

@@ -235,6 +235,21 @@ var scenarios = []scenario{
 	}, nil},
 }
 
+// withoutScenario returns list without the scenario name, and whether
+// it held it.
+func withoutScenario(list, name string) (string, bool) {
+	var rest []string
+	found := false
+	for _, s := range strings.Split(list, ",") {
+		if strings.TrimSpace(s) == name {
+			found = true
+		} else if strings.TrimSpace(s) != "" {
+			rest = append(rest, s)
+		}
+	}
+	return strings.Join(rest, ","), found
+}
+
 func findScenarios(list string) ([]scenario, error) {
 	if list == "" || list == "all" {
 		return scenarios, nil

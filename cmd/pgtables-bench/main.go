@@ -55,6 +55,9 @@ type config struct {
 	progress               time.Duration
 	skipPgtables           bool
 	cpuProfile             string
+	// The property-index scenario (index.go).
+	indexEntities, indexPartitions int
+	indexQueries                   int
 }
 
 func main() {
@@ -74,7 +77,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.account, "account", "devstoreaccount1", "account name")
 	fs.StringVar(&c.key, "key", devKey, "account key (base64)")
 	fs.StringVar(&c.sqlURL, "sql-url", "", "PostgreSQL URL for the SQL ceiling; empty runs the endpoint only")
-	fs.StringVar(&c.scenarios, "scenarios", "all", "comma-separated: insert,upsert,point-read,batch-insert,partition-scan,table-scan,filter-scan,update-if-match,mixed")
+	fs.StringVar(&c.scenarios, "scenarios", "all", "comma-separated: insert,upsert,point-read,batch-insert,partition-scan,table-scan,filter-scan,update-if-match,mixed (all: these), and property-index (only when named: it loads -index-entities)")
 	fs.IntVar(&c.preload, "preload", 10_000, "entities preloaded for the scenarios that read (a multiple of 1000)")
 	fs.IntVar(&c.comparePreload, "compare-preload", 0, "also preload a second set of this many entities, alternate the repetitions of the scenarios that read between the two sets, and compare their p99 (0: off)")
 	fs.IntVar(&c.concurrency, "c", 16, "concurrent clients")
@@ -89,6 +92,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.DurationVar(&c.progress, "progress", 5*time.Second, "interval of progress lines on stderr (0: none)")
 	fs.BoolVar(&c.skipPgtables, "sql-only", false, "run the SQL ceiling only")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write the tool's own CPU profile to this file")
+	fs.IntVar(&c.indexEntities, "index-entities", 1_000_000, "entities of the property-index scenario's table (a multiple of 1000 and of -index-partitions)")
+	fs.IntVar(&c.indexPartitions, "index-partitions", 1000, "partitions of the property-index scenario's table")
+	fs.IntVar(&c.indexQueries, "index-queries", 5, "runs of each query of the property-index scenario per number of indexes (the median is reported)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -104,6 +110,9 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	}
 	if c.skipPgtables && c.sqlURL == "" {
 		return nil, errors.New("-sql-only needs -sql-url")
+	}
+	if c.indexPartitions < 1 || c.indexEntities < 1000 || c.indexEntities%1000 != 0 || c.indexEntities%c.indexPartitions != 0 || c.indexQueries < 1 {
+		return nil, errors.New("-index-entities must be a positive multiple of 1000 and of -index-partitions, -index-queries positive")
 	}
 	return c, nil
 }
@@ -139,9 +148,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	list, err := findScenarios(cfg.scenarios)
-	if err != nil {
-		return err
+	names, indexBench := withoutScenario(cfg.scenarios, scenarioPropertyIndex)
+	var list []scenario
+	if names != "" || !indexBench {
+		if list, err = findScenarios(names); err != nil {
+			return err
+		}
+	}
+	if indexBench && cfg.skipPgtables {
+		return errors.New("the property-index scenario runs on the endpoint: not with -sql-only")
 	}
 	if cfg.cpuProfile != "" {
 		f, err := os.Create(cfg.cpuProfile)
@@ -155,6 +170,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		defer pprof.StopCPUProfile()
 	}
 	var backends []backend
+	var indexClient *tableapi.Client
 	if !cfg.skipPgtables {
 		c, err := tableapi.NewClient(cfg.endpoint, cfg.account, cfg.key)
 		if err != nil {
@@ -169,6 +185,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 		}()
 		backends = append(backends, hb)
+		indexClient = c
 	}
 	// With a database at hand, each scenario starts on a vacuumed and
 	// analyzed database, so that the dead rows and stale statistics of the
@@ -217,10 +234,27 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		results = append(results, rs...)
 	}
-	printResults(stdout, cfg, results)
-	printCPU(stdout, watch, results)
+	var indexResults []indexResult
+	if indexBench {
+		indexResults, err = runPropertyIndex(ctx, cfg, indexClient, watch, stderr)
+		if err != nil {
+			return fmt.Errorf("%s: %w", scenarioPropertyIndex, err)
+		}
+		for _, r := range indexResults {
+			for _, wc := range r.Writes {
+				if wc.Errors > 0 {
+					failed = true
+				}
+			}
+		}
+	}
+	if len(results) > 0 {
+		printResults(stdout, cfg, results)
+		printCPU(stdout, watch, results)
+	}
+	printPropertyIndex(stdout, cfg, indexResults)
 	if cfg.jsonOut != "" {
-		out := map[string]any{"cpu_processes": watch.describe(), "concurrency": cfg.concurrency, "preload": cfg.preload, "compare_preload": cfg.comparePreload, "duration": cfg.duration.String(), "count": cfg.count, "repetitions": cfg.reps, "results": results}
+		out := map[string]any{"property_index": indexResults, "cpu_processes": watch.describe(), "concurrency": cfg.concurrency, "preload": cfg.preload, "compare_preload": cfg.comparePreload, "duration": cfg.duration.String(), "count": cfg.count, "repetitions": cfg.reps, "results": results}
 		b, _ := json.MarshalIndent(out, "", "  ")
 		if cfg.jsonOut == "-" {
 			fmt.Fprintln(stdout, string(b))

@@ -30,6 +30,7 @@ func copyTables(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	writers := fs.Int("writers", 4, "entity group transactions in flight per table (per key range)")
 	ranges := fs.Int("ranges", 1, "split each table into this many ranges of PartitionKeys copied at once (not into a dump)")
 	policies := fs.Bool("policies", false, "copy each table's stored access policies too")
+	indexes := fs.Bool("indexes", false, "copy each table's property index definitions too, after its entities (pgtables endpoints and dumps)")
 	properties := fs.Bool("service-properties", false, "copy the account's service properties (CORS, logging, metrics) too")
 	rate := fs.Float64("rate", 0, "read at most this many entities per second from the source, all tables together (0: no limit)")
 	verify := fs.Bool("verify", false, "after the copy, compare each table at the destination with the source, entity by entity")
@@ -70,7 +71,7 @@ func copyTables(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	stopShowing := showProgress(progress, stderr, log)
 	results, err := tablecopy.Copy(ctx, src, dst, tablecopy.Options{
 		Tables: tablecopy.ParseTables(*tables), Prefix: *prefix, Filter: *filter,
-		Parallel: *parallel, Writers: *writers, Ranges: *ranges, Checkpoint: cp, Policies: *policies, Progress: progress, Rate: *rate, Log: log,
+		Parallel: *parallel, Writers: *writers, Ranges: *ranges, Checkpoint: cp, Policies: *policies, Indexes: *indexes, Progress: progress, Rate: *rate, Log: log,
 	})
 	stopShowing()
 	err = errors.Join(err, closeDst())

@@ -451,8 +451,22 @@ async function viewEntities(main, table) {
     loaded.push(...page.entities);
     next = page.next;
     renderGrid(from);
+    showIndexHint(page);
     if (!append && !loaded.length) hintTypes();
   };
+  // The server's hint beside a page that examined many rows to return
+  // few: the properties of the filter an index would serve, each a button
+  // that fills the index form.
+  const indexHint = h('div', { id: 'index-hint', class: 'hint', role: 'note', hidden: true });
+  const showIndexHint = (page) => {
+    indexHint.hidden = !page.indexHint.length;
+    if (indexHint.hidden) return;
+    indexHint.replaceChildren(
+      `This page examined ${count(page.examined, 'row', 'rows')} to return ${count(page.entities.length, 'entity', 'entities')}: ` +
+      `an index on ${page.indexHint.join(' or ')} would serve this query. `,
+      ...page.indexHint.map((prop) => h('button', { type: 'button', class: 'index-suggest', 'data-property': prop, onclick: () => indexes.suggest(prop) }, `Index ${prop}…`)));
+  };
+  const indexes = indexPanel(c, table, types);
   nextBtn.addEventListener('click', () => { nextBtn.disabled = true; busy(null, () => runQuery(true)).finally(() => { nextBtn.disabled = !next; }); });
 
   const queryForm = h('form', { id: 'query-form' },
@@ -491,8 +505,82 @@ async function viewEntities(main, table) {
     h('button', { type: 'button', id: 'export-json', onclick: () => download(table + '.json', 'application/json', exportJSON(loaded)) }, 'Export JSON'),
     h('button', { type: 'button', id: 'export-csv', onclick: () => download(table + '.csv', 'text/csv', exportCSV(loaded)) }, 'Export CSV'),
     h('button', { type: 'button', id: 'import', onclick: () => importInput.click() }, 'Import…'), importInput);
-  main.append(h('h1', {}, 'Table ', h('span', { id: 'table-name' }, table)), columns, queryForm, toolbar, grid.element);
+  main.append(h('h1', {}, 'Table ', h('span', { id: 'table-name' }, table)), columns, queryForm, indexes.el, toolbar, indexHint, grid.element);
   await runQuery(false);
+}
+
+// ---- property indexes (a pgtables extension) ----
+
+/** progressText describes a build's progress as the index API reports it. */
+function progressText(ix) {
+  if (ix.state === 'failed') return ix.error || 'failed';
+  const p = ix.progress;
+  if (ix.state !== 'building' || !p) return '';
+  const pct = (done, total) => (total > 0 ? Math.min(100, Math.floor((done * 100) / total)) + '%' : '');
+  return [p.phase, pct(p.blocksDone, p.blocksTotal) || pct(p.tuplesDone, p.tuplesTotal)].filter(Boolean).join(': ');
+}
+
+/**
+ * indexPanel is a table's indexes, folded until opened: the list with
+ * each index's state and build progress (refreshed while one builds),
+ * a form to declare one and a button to drop each. suggest(prop) opens it
+ * with the form filled for prop, typed as the results show it.
+ */
+function indexPanel(c, table, types) {
+  const body = h('tbody', { id: 'indexes-body' });
+  const note = h('p', { id: 'indexes-note', class: 'muted' });
+  const prop = h('input', { id: 'index-property', list: 'columns', placeholder: 'Property', 'aria-label': 'Indexed property', autocomplete: 'off', required: true });
+  const type = h('select', { id: 'index-type', 'aria-label': 'Type of the indexed property' }, edm.TYPES.map((t) => option(t)));
+  const afterPK = h('input', { type: 'checkbox', id: 'index-after-pk' });
+  let timer = 0;
+  const el = h('details', { id: 'indexes-panel' }, h('summary', {}, 'Indexes'));
+  const load = async () => {
+    clearTimeout(timer);
+    const list = await c.listIndexes(table);
+    body.replaceChildren(...list.map((ix) => h('tr', { 'data-index': ix.name, 'data-state': ix.state },
+      h('td', {}, ix.property), h('td', {}, ix.type), h('td', {}, ix.afterPartitionKey ? 'PartitionKey, then value' : 'value'),
+      h('td', { class: 'index-state' }, ix.state), h('td', { class: 'index-progress' }, progressText(ix)),
+      h('td', {}, h('button', { type: 'button', class: 'drop-index', onclick: async (ev) => {
+        if (!await confirmDialog(`Drop the index on ${ix.property} (${ix.type})? Queries on it will scan the table again.`, 'Drop index')) return;
+        await busy(ev.target, async () => { await c.dropIndex(table, ix.name); await load(); show(`Index on ${ix.property} dropped.`); });
+      } }, 'Drop')))));
+    note.className = 'muted';
+    note.textContent = list.length ? '' : 'No indexes: a filter on a property other than the keys reads the whole table (or partition).';
+    // While one builds, its state and progress are refreshed.
+    if (list.some((ix) => ix.state === 'building')) timer = setTimeout(() => { if (el.isConnected && el.open) busy(null, load); }, 1000);
+  };
+  // The panel's own failures (a SAS cannot use the index API; a server
+  // other than pgtables has none) show in it.
+  el.addEventListener('toggle', () => {
+    if (!el.open) { clearTimeout(timer); return; }
+    load().catch((err) => { note.textContent = describe(err); note.className = 'err'; });
+  });
+  const form = h('form', { class: 'row', id: 'index-form' }, prop, type,
+    h('label', {}, afterPK, 'After PartitionKey'),
+    h('button', { type: 'submit', id: 'create-index', class: 'primary' }, 'Create index'));
+  form.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    busy(form.querySelector('button'), async () => {
+      const spec = { property: prop.value.trim(), type: type.value, afterPartitionKey: afterPK.checked };
+      await c.createIndex(table, spec);
+      prop.value = '';
+      // The message comes once the list shows the index.
+      await load();
+      show(`Index on ${spec.property} (${spec.type}) declared: it builds without blocking writes.`);
+    });
+  });
+  el.append(h('p', { class: 'muted' }, 'Typed indexes on properties serve $filter comparisons of them (a pgtables extension; results stay the same).'),
+    h('div', { class: 'scroll' }, h('table', { class: 'data', id: 'indexes' },
+      h('thead', {}, h('tr', {}, ['Property', 'Type', 'Order', 'State', 'Progress', ''].map((t) => h('th', {}, t)))), body)),
+    note, form);
+  const suggest = (name) => {
+    prop.value = name;
+    const t = types.get(name);
+    if (t && t !== 'mixed') type.value = t;
+    if (!el.open) el.open = true;
+    prop.focus();
+  };
+  return { el, suggest };
 }
 
 /**

@@ -121,8 +121,10 @@ export class Client {
    * send makes one request and returns the response; an answer of 300 or
    * more becomes a ServiceError carrying the service's code and message.
    */
-  async send(method, path, { query, body, contentType, headers } = {}) {
-    const url = this.url(path, query);
+  async send(method, path, { query, body, contentType, headers, root } = {}) {
+    // root: path is at the server's root (pgtables' own APIs), not the
+    // endpoint's.
+    const url = root ? new URL(this.account.endpoint).origin + path : this.url(path, query);
     const resp = await fetch(url, { method, headers: this.headers(method, url, contentType, headers), body, cache: 'no-store' });
     this.lastServer = resp.headers.get('Server') || this.lastServer;
     if (resp.status >= 300) throw await errorOf(resp);
@@ -168,7 +170,45 @@ export class Client {
     }
     const { resp, body } = await this.json('GET', '/' + escapeName(table) + '()', { query });
     const pk = resp.headers.get('x-ms-continuation-NextPartitionKey');
-    return { entities: body.value, next: pk !== null ? { pk, rk: resp.headers.get('x-ms-continuation-NextRowKey') } : null };
+    // pgtables tells how many rows a page whose filter the keys do not
+    // serve examined, and when they were many for what it returned, the
+    // properties an index would serve.
+    const examined = resp.headers.get('x-pgtables-rows-examined');
+    const hint = resp.headers.get('x-pgtables-index-hint');
+    return {
+      entities: body.value,
+      next: pk !== null ? { pk, rk: resp.headers.get('x-ms-continuation-NextRowKey') } : null,
+      examined: examined !== null ? +examined : null,
+      indexHint: hint ? hint.split(',') : [],
+    };
+  }
+
+  // Property indexes, a pgtables extension (its index API).
+
+  // Property indexes, a pgtables extension: its index API answers at the
+  // server's root, signed with the account key (a SAS cannot use it).
+
+  indexPath(table, name) {
+    return `/-/accounts/${encodeURIComponent(this.account.name)}/tables/${encodeURIComponent(table)}/indexes` + (name ? '/' + encodeURIComponent(name) : '');
+  }
+
+  /**
+   * listIndexes returns the table's indexes: { name, property, type
+   * (without "Edm."), afterPartitionKey, state, progress, error }.
+   */
+  async listIndexes(table) {
+    const { body } = await this.json('GET', this.indexPath(table), { root: true });
+    return (body.value || []).map((ix) => ({ ...ix, type: String(ix.type).replace(/^Edm\./, '') }));
+  }
+
+  /** createIndex declares an index: { property, type (Int32, ...), afterPartitionKey }. */
+  async createIndex(table, spec) {
+    const body = JSON.stringify({ ...spec, type: 'Edm.' + spec.type });
+    await this.send('POST', this.indexPath(table), { body, contentType: 'application/json', root: true });
+  }
+
+  async dropIndex(table, name) {
+    await this.send('DELETE', this.indexPath(table, name), { root: true });
   }
 
   entityPath(table, pk, rk) {

@@ -1,0 +1,348 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/pgtables/pgtables/odata"
+	"github.com/pgtables/pgtables/tableapi"
+)
+
+// The property-index scenario measures what a declared property index
+// buys and costs. It loads one table (-index-entities over
+// -index-partitions partitions, through entity group transactions of the
+// protocol, so the load is what any client could do), then, with 0, 1, 2
+// and 3 indexes declared through the index API in turn:
+//
+//   - a query whose filter matches 0.1% of the table by an Int32 (Age eq 42)
+//     and one by a DateTime range, each run to its end, per page;
+//   - insert and upsert, with the server side's CPU per operation.
+//
+// The first index is on Age, the second on Seen (the DateTime), the third
+// on Name (a String no query uses: only its cost on writes counts).
+const scenarioPropertyIndex = "property-index"
+
+// ageMatch is the Age of one entity in every 1000: the selective filter.
+const ageMatch = 42
+
+// indexPlan is the order in which the scenario declares indexes.
+var indexPlan = []struct{ property, edmType string }{
+	{"Age", "Int32"},
+	{"Seen", "DateTime"},
+	{"Name", "String"},
+}
+
+// indexSet is the loaded table of the scenario: entities numbered
+// 0..total-1, spread evenly over partitions.
+type indexSet struct{ total, partitions int }
+
+func (s indexSet) perPartition() int { return s.total / s.partitions }
+
+func (s indexSet) key(i int) (pk, rk string) {
+	return fmt.Sprintf("ip%05d", i/s.perPartition()), fmt.Sprintf("r%07d", i%s.perPartition())
+}
+
+// age is entity i's Age: ageMatch for i%1000 == 42, else 18..99 without it.
+func (s indexSet) age(i int) int {
+	if i%1000 == ageMatch {
+		return ageMatch
+	}
+	a := 18 + i%82
+	if a == ageMatch {
+		a++
+	}
+	return a
+}
+
+// seen is entity i's Seen in seconds after epoch: a permutation of
+// 0..total-1 (7919 is prime and does not divide a total that is a
+// multiple of 1000), so that a range of them holds entities of every
+// part of the key space, as a time of last visit would.
+func (s indexSet) seen(i int) int64 { return int64(i) * 7919 % int64(s.total) }
+
+// seenRange is the DateTime filter matching a thousandth of the entities
+// (seconds [total/2, total/2 + total/1000) after epoch), and its count.
+func (s indexSet) seenRange() (string, int) {
+	lo := epoch.Add(time.Duration(s.total/2) * time.Second)
+	hi := lo.Add(time.Duration(s.total/1000) * time.Second)
+	f := "Seen ge datetime'" + lo.Format(time.RFC3339Nano) + "' and Seen lt datetime'" + hi.Format(time.RFC3339Nano) + "'"
+	return f, s.total / 1000
+}
+
+// entity is the body of entity i with keys pk, rk. An entity written by
+// the insert phase (i < 0) has an Age and a Seen that no query matches.
+func (s indexSet) entity(pk, rk string, i int) []byte {
+	age, seen := 17, int64(-86400)
+	if i >= 0 {
+		age, seen = s.age(i), s.seen(i)
+	}
+	b := make([]byte, 0, 720)
+	b = append(b, `{"PartitionKey":`...)
+	b = strconv.AppendQuote(b, pk)
+	b = append(b, `,"RowKey":`...)
+	b = strconv.AppendQuote(b, rk)
+	b = append(b, `,"Age":`...)
+	b = strconv.AppendInt(b, int64(age), 10)
+	b = append(b, `,"Seen@odata.type":"Edm.DateTime","Seen":"`...)
+	b = append(b, odata.FormatDateTime(odata.Ticks(epoch)+seen*10_000_000)...)
+	b = append(b, '"')
+	return appendPropsJSON(b, max(i, 0))
+}
+
+// indexResult is one measurement of the scenario with some indexes.
+type indexResult struct {
+	Indexes []string `json:"indexes"` // property of each declared index
+	// Queries: per filter, the median time of the whole query and of one
+	// of its pages, and the pages of that query.
+	Queries []queryTiming `json:"queries"`
+	// Writes: per write kind, operations and the server side's CPU per op.
+	Writes []writeCost `json:"writes"`
+}
+
+type queryTiming struct {
+	Name    string    `json:"name"`
+	Filter  string    `json:"filter"`
+	Matches int       `json:"matches"`
+	Pages   int       `json:"pages"`
+	QueryMs float64   `json:"query_ms"` // median of the runs
+	PageMs  float64   `json:"page_ms"`  // QueryMs / Pages
+	RunsMs  []float64 `json:"runs_ms"`
+	// Retries are the runs answered 503 and run again.
+	Retries    int    `json:"retries,omitempty"`
+	FirstRetry string `json:"first_retry,omitempty"`
+}
+
+type writeCost struct {
+	Name      string             `json:"name"`
+	Ops       int64              `json:"ops"`
+	OpsPerSec float64            `json:"ops_per_sec"`
+	CPUPerOp  map[string]float64 `json:"cpu_us_per_op,omitempty"`
+	Errors    int64              `json:"errors"`
+	FirstErr  string             `json:"first_error,omitempty"`
+}
+
+// runPropertyIndex runs the scenario on the endpoint of c.
+func runPropertyIndex(ctx context.Context, cfg *config, c *tableapi.Client, watch *cpuWatch, stderr io.Writer) (res []indexResult, err error) {
+	set := indexSet{total: cfg.indexEntities, partitions: cfg.indexPartitions}
+	table := tableName("pgtix")
+	if err := c.CreateTable(ctx, table); err != nil {
+		return nil, fmt.Errorf("create table: %w", err)
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if derr := c.DeleteTable(dctx, table); derr != nil && err == nil {
+			err = fmt.Errorf("delete table: %w", derr)
+		}
+	}()
+	t0 := time.Now()
+	if err := loadIndexSet(ctx, c, table, set); err != nil {
+		return nil, err
+	}
+	if cfg.progress > 0 {
+		fmt.Fprintf(stderr, "%s: loaded %d entities in %s\n", scenarioPropertyIndex, set.total, time.Since(t0).Round(time.Millisecond))
+	}
+	seenFilter, seenCount := set.seenRange()
+	queries := []struct {
+		name, filter string
+		want         int
+	}{
+		{"Age eq 42 (Int32)", "Age eq " + strconv.Itoa(ageMatch), set.total / 1000},
+		{"Seen range (DateTime)", seenFilter, seenCount},
+	}
+	var declared []string
+	for step := 0; step <= len(indexPlan); step++ {
+		if step > 0 {
+			ix := indexPlan[step-1]
+			t1 := time.Now()
+			if err := createIndex(ctx, c, table, ix.property, ix.edmType); err != nil {
+				return res, fmt.Errorf("index on %s: %w", ix.property, err)
+			}
+			declared = append(declared, ix.property)
+			if cfg.progress > 0 {
+				fmt.Fprintf(stderr, "%s: index on %s ready in %s\n", scenarioPropertyIndex, ix.property, time.Since(t1).Round(time.Millisecond))
+			}
+		}
+		r := indexResult{Indexes: slices.Clone(declared)}
+		for _, q := range queries {
+			qt, err := timeQuery(ctx, c, table, q.filter, q.want, cfg.indexQueries)
+			if err != nil {
+				return res, fmt.Errorf("%s with indexes %v: %w", q.name, declared, err)
+			}
+			qt.Name = q.name
+			r.Queries = append(r.Queries, qt)
+		}
+		for _, wk := range []string{"insert", "upsert"} {
+			r.Writes = append(r.Writes, indexWrites(ctx, cfg, c, table, set, wk, fmt.Sprintf("x%d", step), watch, stderr))
+		}
+		res = append(res, r)
+	}
+	return res, nil
+}
+
+// loadIndexSet inserts the entities of set, a batch of up to 100 of one
+// partition at a time from 8 goroutines.
+func loadIndexSet(ctx context.Context, c *tableapi.Client, table string, set indexSet) error {
+	per := set.perPartition()
+	step := min(per, batchSize)
+	type span struct{ from, to int }
+	var spans []span
+	for p := 0; p < set.partitions; p++ {
+		for from := p * per; from < (p+1)*per; from += step {
+			spans = append(spans, span{from, min(from+step, (p+1)*per)})
+		}
+	}
+	errs := make(chan error, len(spans))
+	sem := make(chan struct{}, 8)
+	for _, sp := range spans {
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem }()
+			bodies := make([][]byte, 0, sp.to-sp.from)
+			for i := sp.from; i < sp.to; i++ {
+				pk, rk := set.key(i)
+				bodies = append(bodies, set.entity(pk, rk, i))
+			}
+			errs <- c.BatchInsert(ctx, table, bodies)
+		}()
+	}
+	for range spans {
+		if err := <-errs; err != nil {
+			return fmt.Errorf("load: %w", err)
+		}
+	}
+	return nil
+}
+
+// timeQuery runs the query runs times, each to its last page, checks its
+// count and returns the median.
+func timeQuery(ctx context.Context, c *tableapi.Client, table, filter string, want, runs int) (queryTiming, error) {
+	qt := queryTiming{Filter: filter, Matches: want}
+	type run struct {
+		d     time.Duration
+		pages int
+	}
+	var all []run
+	for len(all) < runs {
+		t0 := time.Now()
+		n, pages, err := c.Query(ctx, table, filter, nil)
+		d := time.Since(t0)
+		// A 503 (ServerBusy) is retried, as the SDKs retry it, at most
+		// three times, and counted in the report.
+		if err != nil && strings.Contains(err.Error(), "status 503") && qt.Retries < 3 {
+			qt.Retries++
+			qt.FirstRetry = err.Error()
+			continue
+		}
+		if err != nil {
+			return qt, err
+		}
+		if n != want {
+			return qt, fmt.Errorf("%d entities, want %d; pages %v", n, want, pages)
+		}
+		all = append(all, run{d, len(pages)})
+		qt.RunsMs = append(qt.RunsMs, float64(d.Microseconds())/1000)
+	}
+	slices.SortFunc(all, func(a, b run) int { return int(a.d - b.d) })
+	med := all[len(all)/2]
+	qt.Pages = med.pages
+	qt.QueryMs = float64(med.d.Microseconds()) / 1000
+	qt.PageMs = qt.QueryMs / float64(med.pages)
+	return qt, nil
+}
+
+// indexWrites runs inserts of new entities (kind "insert") or upserts of
+// loaded ones ("upsert") for -d or -n from -c clients and reports the
+// server side's CPU per operation.
+func indexWrites(ctx context.Context, cfg *config, c *tableapi.Client, table string, set indexSet, kind, run string, watch *cpuWatch, stderr io.Writer) writeCost {
+	op := func(_ backend, ctx context.Context, w *worker) error {
+		pk, rk, i := "", "", -1
+		if kind == "insert" {
+			pk, rk = w.newKey()
+		} else {
+			i = w.rng.IntN(set.total)
+			pk, rk = set.key(i)
+		}
+		method, path := "PUT", tableapi.EntityPath(table, pk, rk)
+		if kind == "insert" {
+			method, path = "POST", "/"+table
+		}
+		_, err := c.Call(ctx, method, path, "", prefer, set.entity(pk, rk, i), 204)
+		return err
+	}
+	sc := scenario{name: kind, op: op}
+	wc := writeCost{Name: kind}
+	var res result
+	if cfg.warmup > 0 {
+		phase(ctx, cfg, sc, nil, dataSet{}, run+"w-"+kind, cfg.warmup, 0, nil, &res)
+	}
+	before := watch.sample()
+	lat, elapsed := phase(ctx, cfg, sc, nil, dataSet{}, run+"-"+kind, cfg.duration, cfg.count,
+		&progressPrinter{w: stderr, label: scenarioPropertyIndex + " " + kind, every: cfg.progress}, &res)
+	var cpu cpuTotals
+	cpu.add(watch, before, watch.sample())
+	wc.Ops = int64(len(lat))
+	wc.OpsPerSec = float64(len(lat)) / elapsed.Seconds()
+	wc.CPUPerOp = cpu.perUnit(float64(len(lat)))
+	wc.Errors, wc.FirstErr = res.Errors, res.FirstError
+	return wc
+}
+
+// printPropertyIndex shows the query times and write costs per number of
+// indexes, and each against the run without indexes.
+func printPropertyIndex(w io.Writer, cfg *config, res []indexResult) {
+	if len(res) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n%s: %d entities over %d partitions\n", scenarioPropertyIndex, cfg.indexEntities, cfg.indexPartitions)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "indexes\tquery\tmatches\tpages\tms/query\tms/page\tspeed-up/page\t")
+	for _, r := range res {
+		for k, q := range r.Queries {
+			base := res[0].Queries[k].PageMs
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.2f\t%.2f\t%.1fx\t\n", indexNames(r.Indexes), q.Name, q.Matches, q.Pages, q.QueryMs, q.PageMs, base/q.PageMs)
+		}
+	}
+	tw.Flush()
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "indexes\twrite\tops/s\tCPU µs/op\tvs no index\terrors\t")
+	for _, r := range res {
+		for k, wc := range r.Writes {
+			cpu, rel := "-", "-"
+			if t, ok := wc.CPUPerOp["total"]; ok {
+				cpu = fmt.Sprintf("%.1f", t)
+				if b := res[0].Writes[k].CPUPerOp["total"]; b > 0 {
+					rel = fmt.Sprintf("%+.1f%%", (t/b-1)*100)
+				}
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%s\t%s\t%d\t\n", indexNames(r.Indexes), wc.Name, wc.OpsPerSec, cpu, rel, wc.Errors)
+		}
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "(queries: median of %d, each to its last page; writes: %d clients, %s, server-side CPU from /proc)\n", cfg.indexQueries, cfg.concurrency, describeRun(cfg))
+	for _, r := range res {
+		for _, q := range r.Queries {
+			if q.Retries > 0 {
+				fmt.Fprintf(w, "%s with %s: %d runs answered 503 and run again, first: %s\n", q.Name, indexNames(r.Indexes), q.Retries, q.FirstRetry)
+			}
+		}
+		for _, wc := range r.Writes {
+			if wc.FirstErr != "" {
+				fmt.Fprintf(w, "%s with %s: %d errors, first: %s\n", wc.Name, indexNames(r.Indexes), wc.Errors, wc.FirstErr)
+			}
+		}
+	}
+}
+
+func indexNames(props []string) string {
+	if len(props) == 0 {
+		return "none"
+	}
+	return strings.Join(props, "+")
+}

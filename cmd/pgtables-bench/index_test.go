@@ -1,0 +1,135 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgtables/pgtables/httpapi"
+	"github.com/pgtables/pgtables/internal/testdb"
+	"github.com/pgtables/pgtables/migrations"
+	"github.com/pgtables/pgtables/store"
+)
+
+// serve starts pgtables on a fresh database and returns its endpoint.
+func serve(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	dsn := testdb.New(t)
+	if err := migrations.Up(ctx, dsn); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	pcfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pcfg.MaxConns = 8
+	store.ConfigurePool(pcfg)
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := store.New(pool)
+	if err := st.DetectDistribution(ctx); err != nil {
+		t.Fatal(err)
+	}
+	srv := httpapi.New(httpapi.Config{Version: "test"}, st, slog.New(slog.NewTextHandler(io.Discard, nil)), st.Ping)
+	srv.StartServing()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = hs.Serve(ln) }()
+	t.Cleanup(func() {
+		_ = hs.Close()
+		st.Close()
+		pool.Close()
+	})
+	return "http://" + ln.Addr().String() + "/" + httpapi.DevAccount
+}
+
+// The property-index scenario, at a tiny size: every query it times
+// returned exactly its matches (it fails otherwise), with every number of
+// indexes, and the writes ran without errors.
+func TestPropertyIndexScenario(t *testing.T) {
+	t.Parallel()
+	endpoint := serve(t)
+	jsonOut := filepath.Join(t.TempDir(), "out.json")
+	var stdout, stderr bytes.Buffer
+	args := []string{"-endpoint", endpoint, "-scenarios", scenarioPropertyIndex,
+		"-index-entities", "3000", "-index-partitions", "6", "-index-queries", "2",
+		"-n", "40", "-c", "2", "-warmup", "0", "-progress", "0", "-json", jsonOut}
+	if err := run(context.Background(), args, &stdout, &stderr); err != nil {
+		t.Fatalf("run: %v\n%s\n%s", err, stdout.String(), stderr.String())
+	}
+	b, err := os.ReadFile(jsonOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out struct {
+		PropertyIndex []indexResult `json:"property_index"`
+	}
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	if len(out.PropertyIndex) != len(indexPlan)+1 {
+		t.Fatalf("%d measurements, want one per number of indexes 0..%d:\n%s", len(out.PropertyIndex), len(indexPlan), stdout.String())
+	}
+	for k, r := range out.PropertyIndex {
+		if len(r.Indexes) != k || len(r.Queries) != 2 || len(r.Writes) != 2 {
+			t.Errorf("measurement %d: indexes %v, %d queries, %d writes; want %d indexes, 2 queries, 2 writes", k, r.Indexes, len(r.Queries), len(r.Writes), k)
+		}
+		for _, q := range r.Queries {
+			if q.Matches != 3 || q.Pages < 1 || len(q.RunsMs) != 2 {
+				t.Errorf("with %v, %s: %d matches in %d pages, %d runs; want 3 matches, 2 runs", r.Indexes, q.Name, q.Matches, q.Pages, len(q.RunsMs))
+			}
+		}
+		for _, w := range r.Writes {
+			// The server is this process, found by its port.
+			if _, ok := w.CPUPerOp["pgtables"]; w.Ops != 40 || w.Errors != 0 || !ok {
+				t.Errorf("with %v, %s: %d ops, %d errors (%s), CPU %v; want 40, none, the server's CPU", r.Indexes, w.Name, w.Ops, w.Errors, w.FirstErr, w.CPUPerOp)
+			}
+		}
+	}
+	if !strings.Contains(stdout.String(), "Age+Seen+Name") {
+		t.Errorf("the report names no run with all three indexes:\n%s", stdout.String())
+	}
+}
+
+func TestIndexSetData(t *testing.T) {
+	t.Parallel()
+	for _, set := range []indexSet{{total: 3000, partitions: 6}, {total: 1_000_000, partitions: 1000}} {
+		ages, seen := 0, map[int64]bool{}
+		_, want := set.seenRange()
+		lo := int64(set.total / 2)
+		inRange := 0
+		for i := range set.total {
+			if set.age(i) == ageMatch {
+				ages++
+			}
+			s := set.seen(i)
+			if seen[s] || s < 0 || s >= int64(set.total) {
+				t.Fatalf("%+v: Seen of %d is %d, again or out of range", set, i, s)
+			}
+			seen[s] = true
+			if s >= lo && s < lo+int64(set.total/1000) {
+				inRange++
+			}
+		}
+		if ages != set.total/1000 || inRange != want {
+			t.Errorf("%+v: %d with Age %d and %d in the Seen range; want %d and %d", set, ages, ageMatch, inRange, set.total/1000, want)
+		}
+	}
+}
