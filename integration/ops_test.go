@@ -57,6 +57,7 @@ func randHex() string {
 // bounded connection waits, the given limits, a JSON log the test can read.
 func newOpsEnv(t testing.TB, oc opsConfig) *opsEnv {
 	t.Helper()
+	needInProcess(t) // a server of its own configuration
 	ctx := context.Background()
 	dsn := testdb.New(t)
 	if err := migrations.Up(ctx, dsn); err != nil {
