@@ -72,6 +72,7 @@ archive_command = 'pgbackrest --config=%s --stanza=pgtables archive-push %%p'
 	backrest("stanza-create")
 	backrest("check")
 	backrest("--type=full", "backup")
+	backedUp := time.Now()
 
 	ctx := context.Background()
 	p := startPgtables(t, fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", backedUpPort))
@@ -99,8 +100,11 @@ archive_command = 'pgbackrest --config=%s --stanza=pgtables archive-push %%p'
 		}
 	}
 	// Every write before is acknowledged, so committed, before target;
-	// every write after begins after it.
-	time.Sleep(50 * time.Millisecond)
+	// every write after begins after it. pgBackRest restores to a time
+	// only from a backup whose stop time, in whole seconds and possibly
+	// the next one, is before it: on a quick machine the writes before
+	// take less than that.
+	time.Sleep(max(50*time.Millisecond, 2*time.Second-time.Since(backedUp)))
 	target := time.Now().UTC()
 	time.Sleep(50 * time.Millisecond)
 	later := map[string]azcore.ETag{}
