@@ -6,16 +6,10 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/pem"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
-	"net/http/httptest"
-	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,7 +21,7 @@ import (
 
 	"github.com/pgtables/pgtables/httpapi"
 	"github.com/pgtables/pgtables/internal/testdb"
-	"github.com/pgtables/pgtables/migrations"
+	"github.com/pgtables/pgtables/internal/testserver"
 	"github.com/pgtables/pgtables/store"
 )
 
@@ -76,11 +70,7 @@ func newEnvWith(t testing.TB, opts store.Options) *env {
 func newEnvConfig(t testing.TB, opts store.Options, cfg httpapi.Config) *env {
 	t.Helper()
 	needInProcess(t)
-	dsn := testdb.New(t)
-	if err := migrations.Up(context.Background(), dsn); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	return startEnv(t, dsn, opts, cfg, false)
+	return startEnv(t, testserver.Database(t), opts, cfg, false)
 }
 
 // newTLSEnv is newEnvConfig with the server on HTTPS (a certificate of
@@ -89,11 +79,7 @@ func newEnvConfig(t testing.TB, opts store.Options, cfg httpapi.Config) *env {
 func newTLSEnv(t testing.TB, cfg httpapi.Config) *env {
 	t.Helper()
 	needInProcess(t)
-	dsn := testdb.New(t)
-	if err := migrations.Up(context.Background(), dsn); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	return startEnv(t, dsn, store.Options{}, cfg, true)
+	return startEnv(t, testserver.Database(t), store.Options{}, cfg, true)
 }
 
 // restart stops e's server and its pool and starts a new pgtables process,
@@ -110,57 +96,12 @@ func (e *env) restart() *env {
 // tlsServe is set.
 func startEnv(t testing.TB, dsn string, opts store.Options, cfg httpapi.Config, tlsServe bool) *env {
 	t.Helper()
-	ctx := context.Background()
-	pcfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pcfg.MaxConns = 16
-	store.ConfigurePool(pcfg)
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := store.NewWithOptions(pool, opts)
-	if err := st.DetectDistribution(ctx); err != nil {
-		t.Fatal(err)
-	}
-	// PGTABLES_TEST_LOG=1 shows the servers' warnings and errors (an
-	// internal error's cause, say) on stderr.
-	var logTo io.Writer = io.Discard
-	if os.Getenv("PGTABLES_TEST_LOG") != "" {
-		logTo = os.Stderr
-	}
-	log := slog.New(slog.NewTextHandler(logTo, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	srv := httpapi.New(cfg, st, log, st.Ping)
-	srv.StartServing()
-	e := &env{t: t, pool: pool, store: st, srv: srv,
+	s := testserver.Start(t, dsn, testserver.Config{Store: opts, HTTP: cfg, TLS: tlsServe})
+	e := &env{t: t, pool: s.Pool, store: s.Store, srv: s.HTTP, baseURL: s.URL, stop: s.Stop,
 		dsn: dsn, opts: opts, cfg: cfg, tlsServe: tlsServe}
-	var closeServer func()
 	if tlsServe {
-		hts := httptest.NewUnstartedServer(srv)
-		hts.Config.ReadHeaderTimeout = 10 * time.Second
-		hts.StartTLS()
-		e.baseURL, e.client, closeServer = hts.URL, hts.Client(), hts.Close
-		e.certPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: hts.Certificate().Raw})
-	} else {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
-		go func() { _ = hs.Serve(ln) }()
-		e.baseURL, closeServer = "http://"+ln.Addr().String(), func() { _ = hs.Close() }
+		e.client, e.certPEM = s.Client, s.CertPEM
 	}
-	var once sync.Once
-	e.stop = func() {
-		once.Do(func() {
-			closeServer()
-			st.Close()
-			pool.Close()
-		})
-	}
-	t.Cleanup(e.stop)
 	e.connect()
 	return e
 }

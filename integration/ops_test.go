@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -20,11 +19,9 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgtables/pgtables/httpapi"
-	"github.com/pgtables/pgtables/internal/testdb"
-	"github.com/pgtables/pgtables/migrations"
+	"github.com/pgtables/pgtables/internal/testserver"
 	"github.com/pgtables/pgtables/store"
 )
 
@@ -58,70 +55,19 @@ func randHex() string {
 func newOpsEnv(t testing.TB, oc opsConfig) *opsEnv {
 	t.Helper()
 	needInProcess(t) // a server of its own configuration
-	ctx := context.Background()
-	dsn := testdb.New(t)
-	if err := migrations.Up(ctx, dsn); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	cfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 16
-	if oc.maxConns > 0 {
-		cfg.MaxConns = oc.maxConns
-	}
-	if oc.appName != "" {
-		cfg.ConnConfig.RuntimeParams["application_name"] = oc.appName
-	}
-	cfg.ConnConfig.ConnectTimeout = 5 * time.Second
-	store.ConfigurePool(cfg)
-	store.LimitAcquireWait(cfg, oc.acquireWait)
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	dsn := testserver.Database(t)
+	logs := &logBuffer{}
 	// The tests find the server's sessions by application_name on the
 	// server its pool connects to: on Citus no routing to the shards'
 	// nodes, whose pools the faults would miss.
-	st := store.NewWithOptions(pool, store.Options{RouteConns: -1, ScanFirst: oc.scanFirst})
-	t.Cleanup(st.Close)
-	// The pool's first connection may take longer than a short acquire
-	// limit on a busy machine (a cluster's coordinator, say); the pool
-	// goes on dialling it after the wait gives up, so try a few times.
-	for try := 1; ; try++ {
-		err := st.DetectDistribution(ctx)
-		if err == nil {
-			break
-		}
-		if try == 10 {
-			t.Fatal(err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	logs := &logBuffer{}
-	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	hc := oc.http
-	hc.Version = "test"
-	srv := httpapi.New(hc, st, log, st.Ping)
-	srv.StartServing()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = hs.Serve(ln) }()
-	t.Cleanup(func() { _ = hs.Close() })
-	e := &env{t: t, baseURL: "http://" + ln.Addr().String(), pool: pool, store: st}
-	e.svcURL = e.baseURL + "/" + httpapi.DevAccount
-	cred, err := aztables.NewSharedKeyCredential(httpapi.DevAccount, httpapi.DevKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e.service, err = aztables.NewServiceClientWithSharedKey(e.svcURL, cred, clientOptions()); err != nil {
-		t.Fatal(err)
-	}
+	s := testserver.Start(t, dsn, testserver.Config{
+		MaxConns: oc.maxConns, AppName: oc.appName, ConnectTimeout: 5 * time.Second,
+		AcquireWait: oc.acquireWait, HTTP: oc.http,
+		Store: store.Options{RouteConns: -1, ScanFirst: oc.scanFirst},
+		Log:   slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+	})
+	e := &env{t: t, baseURL: s.URL, pool: s.Pool, store: s.Store, srv: s.HTTP, stop: s.Stop}
+	e.connect()
 	return &opsEnv{env: e, dsn: dsn, app: oc.appName, logs: logs}
 }
 

@@ -4,60 +4,20 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgtables/pgtables/httpapi"
-	"github.com/pgtables/pgtables/internal/testdb"
-	"github.com/pgtables/pgtables/migrations"
-	"github.com/pgtables/pgtables/store"
+	"github.com/pgtables/pgtables/internal/testserver"
 )
 
 // serve starts pgtables on a fresh database and returns its endpoint.
 func serve(t *testing.T) string {
 	t.Helper()
-	ctx := context.Background()
-	dsn := testdb.New(t)
-	if err := migrations.Up(ctx, dsn); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	pcfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pcfg.MaxConns = 8
-	store.ConfigurePool(pcfg)
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := store.New(pool)
-	if err := st.DetectDistribution(ctx); err != nil {
-		t.Fatal(err)
-	}
-	srv := httpapi.New(httpapi.Config{Version: "test"}, st, slog.New(slog.NewTextHandler(io.Discard, nil)), st.Ping)
-	srv.StartServing()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = hs.Serve(ln) }()
-	t.Cleanup(func() {
-		_ = hs.Close()
-		st.Close()
-		pool.Close()
-	})
-	return "http://" + ln.Addr().String() + "/" + httpapi.DevAccount
+	s := testserver.Start(t, testserver.Database(t), testserver.Config{MaxConns: 8})
+	return s.URL + "/" + httpapi.DevAccount
 }
 
 // The property-index scenario, at a tiny size: every query it times

@@ -4,17 +4,11 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"log/slog"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/pgtables/pgtables/httpapi"
-	"github.com/pgtables/pgtables/internal/testdb"
-	"github.com/pgtables/pgtables/migrations"
-	"github.com/pgtables/pgtables/store"
+	"github.com/pgtables/pgtables/internal/testserver"
 )
 
 // `pgtables index` on the database directly and through a server's index
@@ -22,30 +16,15 @@ import (
 func TestIndexCommand(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dsn := testdb.New(t)
-	if err := migrations.Up(ctx, dsn); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.New(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	st := store.New(pool)
-	defer st.Close()
-	if err := st.DetectDistribution(ctx); err != nil {
-		t.Fatal(err)
-	}
+	dsn := testserver.Database(t)
+	srv := testserver.Start(t, dsn, testserver.Config{})
+	st := srv.Store
 	for _, table := range []string{"Direct", "Remote"} {
 		if err := st.CreateTable(ctx, httpapi.DevAccount, table); err != nil {
 			t.Fatal(err)
 		}
 	}
-	srv := httpapi.New(httpapi.Config{Version: "test"}, st, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
-	srv.StartServing()
-	hs := httptest.NewServer(srv)
-	defer hs.Close()
-	connStr := "AccountName=" + httpapi.DevAccount + ";AccountKey=" + httpapi.DevKey + ";TableEndpoint=" + hs.URL + "/" + httpapi.DevAccount
+	connStr := "AccountName=" + httpapi.DevAccount + ";AccountKey=" + httpapi.DevKey + ";TableEndpoint=" + srv.URL + "/" + httpapi.DevAccount
 
 	ways := []struct {
 		table string

@@ -3,8 +3,6 @@ package ha
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -20,9 +18,9 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/aztables"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgtables/pgtables/httpapi"
+	"github.com/pgtables/pgtables/internal/testserver"
 	"github.com/pgtables/pgtables/migrations"
 	"github.com/pgtables/pgtables/store"
 )
@@ -177,45 +175,17 @@ func startPgtables(t *testing.T, dsn string) *pgtables {
 	if err := migrations.Up(ctx, dsn); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
-	pcfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pcfg.MaxConns = 16
-	store.ConfigurePool(pcfg)
-	// As the server does (serve.go): a client waits for a connection a
-	// bounded time and then gets 503 rather than queueing while no
-	// primary answers.
-	store.LimitAcquireWait(pcfg, 5*time.Second)
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// As PGTABLES_DB_FAILOVER_WAIT=20s: while no primary takes them,
-	// reads and writes that certainly had no effect wait for one.
-	st := store.NewWithOptions(pool, store.Options{FailoverWait: 20 * time.Second})
-	if err := st.DetectDistribution(ctx); err != nil {
-		t.Fatal(err)
-	}
-	var logTo io.Writer = io.Discard
-	if os.Getenv("PGTABLES_TEST_LOG") != "" {
-		logTo = os.Stderr
-	}
-	srv := httpapi.New(httpapi.Config{Version: "test", RequestTimeout: 30 * time.Second}, st,
-		slog.New(slog.NewTextHandler(logTo, &slog.HandlerOptions{Level: slog.LevelWarn})), st.Ping)
-	srv.StartServing()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = hs.Serve(ln) }()
-	t.Cleanup(func() {
-		_ = hs.Close()
-		st.Close()
-		pool.Close()
+	s := testserver.Start(t, dsn, testserver.Config{
+		// As the server does (serve.go): a client waits for a connection
+		// a bounded time and then gets 503 rather than queueing while no
+		// primary answers.
+		AcquireWait: 5 * time.Second,
+		// As PGTABLES_DB_FAILOVER_WAIT=20s: while no primary takes them,
+		// reads and writes that certainly had no effect wait for one.
+		Store: store.Options{FailoverWait: 20 * time.Second},
+		HTTP:  httpapi.Config{RequestTimeout: 30 * time.Second},
 	})
-	p := &pgtables{url: "http://" + ln.Addr().String(), store: st, srv: srv}
+	p := &pgtables{url: s.URL, store: s.Store, srv: s.HTTP}
 	cred, err := aztables.NewSharedKeyCredential(httpapi.DevAccount, httpapi.DevKey)
 	if err != nil {
 		t.Fatal(err)
