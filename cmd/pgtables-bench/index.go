@@ -75,9 +75,10 @@ func (s indexSet) seenRange() (string, int) {
 	return f, s.total / 1000
 }
 
-// entity is the body of entity i with keys pk, rk. An entity written by
-// the insert phase (i < 0) has an Age and a Seen that no query matches.
-func (s indexSet) entity(pk, rk string, i int) []byte {
+// entity is the body of entity i with keys pk, rk, and its other
+// properties those of props (entityProps). An entity written by the insert
+// phase (i < 0) has an Age and a Seen that no query matches.
+func (s indexSet) entity(pk, rk string, i, props int) []byte {
 	age, seen := 17, int64(-86400)
 	if i >= 0 {
 		age, seen = s.age(i), s.seen(i)
@@ -92,8 +93,16 @@ func (s indexSet) entity(pk, rk string, i int) []byte {
 	b = append(b, `,"Seen@odata.type":"Edm.DateTime","Seen":"`...)
 	b = append(b, odata.FormatDateTime(odata.Ticks(epoch)+seen*10_000_000)...)
 	b = append(b, '"')
-	return appendPropsJSON(b, max(i, 0))
+	return appendPropsJSON(b, max(props, 0))
 }
+
+// upsertProps is the props of an upsert of a loaded entity: never those
+// it was loaded with (props i < total), so that the upsert changes the
+// stored properties, as a real one does. An upsert that writes the same
+// bytes again is a HOT update whatever the indexes, and would hide what
+// indexes cost an update. Its Age and Seen stay: the queries' matches do
+// not move.
+func (s indexSet) upsertProps(r int) int { return s.total + r }
 
 // indexResult is one measurement of the scenario with some indexes.
 type indexResult struct {
@@ -207,7 +216,7 @@ func loadIndexSet(ctx context.Context, c *tableapi.Client, table string, set ind
 			bodies := make([][]byte, 0, sp.to-sp.from)
 			for i := sp.from; i < sp.to; i++ {
 				pk, rk := set.key(i)
-				bodies = append(bodies, set.entity(pk, rk, i))
+				bodies = append(bodies, set.entity(pk, rk, i, i))
 			}
 			errs <- c.BatchInsert(ctx, table, bodies)
 		}()
@@ -262,18 +271,19 @@ func timeQuery(ctx context.Context, c *tableapi.Client, table, filter string, wa
 // server side's CPU per operation.
 func indexWrites(ctx context.Context, cfg *config, c *tableapi.Client, table string, set indexSet, kind, run string, watch *cpuWatch, stderr io.Writer) writeCost {
 	op := func(_ backend, ctx context.Context, w *worker) error {
-		pk, rk, i := "", "", -1
+		pk, rk, i, props := "", "", -1, 0
 		if kind == "insert" {
 			pk, rk = w.newKey()
 		} else {
 			i = w.rng.IntN(set.total)
 			pk, rk = set.key(i)
+			props = set.upsertProps(w.rng.IntN(1 << 30))
 		}
 		method, path := "PUT", tableapi.EntityPath(table, pk, rk)
 		if kind == "insert" {
 			method, path = "POST", "/"+table
 		}
-		_, err := c.Call(ctx, method, path, "", prefer, set.entity(pk, rk, i), 204)
+		_, err := c.Call(ctx, method, path, "", prefer, set.entity(pk, rk, i, props), 204)
 		return err
 	}
 	sc := scenario{name: kind, op: op}
