@@ -98,10 +98,17 @@ const indexDDLLock = 0x7067696e64657873 // "pgindexs"
 
 // build runs CREATE INDEX CONCURRENTLY, holding the index's build lock
 // (buildKey) all along, waiting included, so that other processes can
-// tell a build that runs from one whose process stopped.
+// tell a build that runs from one whose process stopped. Then it analyzes
+// entities: the planner knows the distribution of an index's expression
+// only from statistics gathered after the index exists, and without them
+// it may go on scanning (autovacuum analyzes a large table only after a
+// tenth of it changed). On Citus, ANALYZE goes to every shard.
 func (s *Store) build(ctx context.Context, tableID int64, ix Index) error {
-	return s.indexDDLHolding(ctx, buildKey(ix.Name), indexDDL(tableID, ix.Name, ix.IndexSpec))
+	return s.indexDDLHolding(ctx, buildKey(ix.Name), indexDDL(tableID, ix.Name, ix.IndexSpec), sqlAnalyzeEntities)
 }
+
+// sqlAnalyzeEntities gathers the statistics of entities and its indexes.
+const sqlAnalyzeEntities = `ANALYZE entities`
 
 // buildKey is the advisory lock that the build of index name holds.
 func buildKey(name string) int64 {
@@ -139,8 +146,9 @@ func (s *Store) indexDDL(ctx context.Context, sql string) error {
 	return s.indexDDLHolding(ctx, 0, sql)
 }
 
-// indexDDLHolding is indexDDL holding advisory lock key too, unless 0.
-func (s *Store) indexDDLHolding(ctx context.Context, key int64, sql string) error {
+// indexDDLHolding is indexDDL for statements one after the other, holding
+// advisory lock key too, unless 0.
+func (s *Store) indexDDLHolding(ctx context.Context, key int64, sqls ...string) error {
 	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
 	if err != nil {
 		return classify(fmt.Errorf("connect: %w", err))
@@ -170,8 +178,12 @@ func (s *Store) indexDDLHolding(ctx context.Context, key int64, sql string) erro
 		case <-time.After(wait):
 		}
 	}
-	_, err = conn.Exec(ctx, sql)
-	return err
+	for _, sql := range sqls {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // endBuild records how the build of ix ended. A failed build leaves an
