@@ -161,6 +161,37 @@ func TestConsoleCountsInWords(t *testing.T) {
 	})
 }
 
+// TestConsoleTablesListedOnce: a search submitted while another load of
+// the list is on its way shows the tables once, those of the last search
+// (both answers used to be appended: "2 tables shown" for one table).
+func TestConsoleTablesListedOnce(t *testing.T) {
+	t.Parallel()
+	e := newConsoleEnv(t)
+	_, table := e.newTable()
+	atSizes(t, e, true, func(t *testing.T, p *page) {
+		p.set("#table-prefix", table)
+		// Two submits at once; then up to 3 s for a second row to show.
+		var rows int
+		if err := json.Unmarshal(p.eval(`new Promise((resolve) => {
+			const form = document.querySelector('#tables-search');
+			form.requestSubmit();
+			form.requestSubmit();
+			const t0 = performance.now();
+			const tick = () => {
+				const n = document.querySelectorAll('#tables-body tr').length;
+				if (n >= 2 || performance.now() - t0 > 3000) resolve(n); else setTimeout(tick, 20);
+			};
+			tick();
+		})`), &rows); err != nil {
+			t.Fatal(err)
+		}
+		if rows != 1 {
+			t.Errorf("%d rows listed for the one table %s", rows, table)
+		}
+		p.waitText("#tables-count", "1 table shown")
+	})
+}
+
 // TestConsoleQueryBuilderTypes: a condition on a column of the results
 // takes the column's type; one typed otherwise that finds nothing says so.
 func TestConsoleQueryBuilderTypes(t *testing.T) {

@@ -241,11 +241,15 @@ async function viewTables(main) {
         if (!await confirmDialog(`Delete the table "${name}" and all its entities?`, 'Delete table')) return;
         await busy(ev.target, async () => { await c.deleteTable(name); show(`Table ${name} deleted.`); load(false); });
       } }, 'Delete')));
+  // A load that starts anew makes the answers of older ones moot: two on
+  // their way at once (the first list and a search) must not both show.
+  let generation = 0;
   const load = async (append) => {
-    if (!append) { list.replaceChildren(); next = ''; }
-    if (acct.table) { list.append(row(acct.table)); return; }
-    const page = await c.listTables({ prefix: prefix.value, top: +size.value, next });
-    list.append(...page.names.map(row));
+    const gen = append ? generation : ++generation;
+    if (acct.table) { list.replaceChildren(row(acct.table)); return; }
+    const page = await c.listTables({ prefix: prefix.value, top: +size.value, next: append ? next : '' });
+    if (gen !== generation) return;
+    if (append) list.append(...page.names.map(row)); else list.replaceChildren(...page.names.map(row));
     next = page.next;
     more.disabled = !next;
     shown.textContent = count(list.children.length, 'table', 'tables') + ' shown';
