@@ -33,10 +33,10 @@ const (
 
 // DetectDistribution finds out whether entities are distributed, as
 // migration 0003 does where Citus is installed. Call it once the schema is
-// migrated. On a distributed schema the point reads that share a round trip
-// are not merged into one statement: Citus cannot plan that statement, a
-// join of many shards that reads xmin, and runs each on its own shard; and
-// the statements of one partition go to its shard's node (route.go).
+// migrated. On a distributed schema the statements of one partition go to
+// its shard's node (route.go), and the point reads that share a round trip
+// are merged into one statement per shard, not per table: Citus cannot plan
+// a join of many shards that reads xmin (see sqlGetShard).
 func (s *Store) DetectDistribution(ctx context.Context) error {
 	var citus, distributed bool
 	if err := s.pool.QueryRow(ctx, sqlCitusInstalled).Scan(&citus); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgerrcode"
@@ -164,6 +165,18 @@ WHERE t.account = $1 AND t.lname = $2 AND t.deleted_at IS NULL`
 SELECT k.i, t.id, e.ts, e.xmin, e.props FROM tables t
 CROSS JOIN unnest((SELECT $3::bigint[]), (SELECT $4::text[]), (SELECT $5::text[])) WITH ORDINALITY AS k(dkey, pk, rk, i)
 LEFT JOIN entities e ON e.table_id = t.id AND e.dkey = k.dkey AND e.pk = k.pk AND e.rk = k.rk
+WHERE t.account = $1 AND t.lname = $2 AND t.deleted_at IS NULL`
+
+	// sqlGetShard is sqlGetMany for keys of one Citus shard: Citus routes
+	// it to the shard by the dkey = ANY condition and plans it with the
+	// arguments bound, so the arrays are plain parameters (in scalar
+	// subqueries Citus fails to plan it: "could not find attribute -2").
+	// Keys of several shards fail it as a join of many shards reading
+	// xmin; the combiner then runs each read alone.
+	sqlGetShard = `
+SELECT k.i, t.id, e.ts, e.xmin, e.props FROM tables t
+CROSS JOIN unnest($3::bigint[], $4::text[], $5::text[]) WITH ORDINALITY AS k(dkey, pk, rk, i)
+LEFT JOIN entities e ON e.table_id = t.id AND e.dkey = k.dkey AND e.pk = k.pk AND e.rk = k.rk AND e.dkey = ANY($3)
 WHERE t.account = $1 AND t.lname = $2 AND t.deleted_at IS NULL`
 
 	sqlLockEntity = `
@@ -490,12 +503,30 @@ func (s *Store) getEntity(ctx context.Context, account, table, pk, rk string) (*
 	// that the id is still live, a second statement, cost the node as much
 	// as the join saved, and pgtables more (pgtables-bench, 16 clients:
 	// 323 µs of CPU a read against 266-271).
-	r.op.group, r.op.merge = "", nil // see DetectDistribution
-	return r.entity(s.routed(account, lt, pk, func(reads, _ *combiner, _ *pgxpool.Pool) error {
+	return r.entity(s.routedTo(s.placeRead(r), func(reads, _ *combiner, _ *pgxpool.Pool) error {
 		// A second try, on the coordinator, needs a fresh op.
 		r.op.err, r.op.done = nil, make(chan struct{})
 		return reads.submit(ctx, &r.op)
 	}))
+}
+
+// placeRead returns the node of a point read's shard on a distributed
+// schema (nil: the coordinator) and makes the read one of the reads of its
+// table and shard that share a round trip merge into one statement there
+// (sqlGetShard), as mergeGets does on one PostgreSQL. A read of a shard
+// that is not known yet is merged with none.
+func (s *Store) placeRead(r *pointRead) *node {
+	table := r.op.group // newPointRead's: the account and table
+	r.op.group, r.op.merge = "", nil
+	rt := s.router.Load()
+	if rt == nil {
+		return nil
+	}
+	n, shard, ok := rt.place(r.op.args[2].(int64))
+	if ok {
+		r.op.group, r.op.merge = table+"\x00"+strconv.Itoa(int(shard)), mergeShardGets
+	}
+	return n
 }
 
 // A pointRead is GetEntity's statement with its destinations, in one
@@ -557,4 +588,10 @@ func mergeGets(ops []*combined) (string, []any) {
 		dkeys[i], pks[i], rks[i] = op.args[2].(int64), op.args[3].(string), op.args[4].(string)
 	}
 	return sqlGetMany, []any{ops[0].args[0], ops[0].args[1], dkeys, pks, rks}
+}
+
+// mergeShardGets is mergeGets for the reads of one Citus shard.
+func mergeShardGets(ops []*combined) (string, []any) {
+	_, args := mergeGets(ops)
+	return sqlGetShard, args
 }

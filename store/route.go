@@ -270,11 +270,18 @@ func (r *router) node(host string, port uint16) (*node, error) {
 // down). Placements older than routeRefresh are reloaded in the
 // background.
 func (r *router) lookup(dkey int64) *node {
+	n, _, _ := r.place(dkey)
+	return n
+}
+
+// place is lookup that also names the shard: the lower bound of its hash
+// range, with ok false when no loaded placement covers dkey.
+func (r *router) place(dkey int64) (n *node, shard int32, ok bool) {
 	p := r.cur.Load()
 	if p == nil || time.Since(p.loaded) > routeRefresh {
 		r.refresh()
 		if p == nil {
-			return nil
+			return nil, 0, false
 		}
 	}
 	h := citusHash(dkey)
@@ -288,13 +295,13 @@ func (r *router) lookup(dkey int64) *node {
 		return 0
 	})
 	if i == len(p.ranges) || p.ranges[i].min > h || p.ranges[i].max < h {
-		return nil
+		return nil, 0, false
 	}
-	n := p.ranges[i].node
-	if n == nil || n.downUntil.Load() > time.Now().UnixNano() {
-		return nil
+	n = p.ranges[i].node
+	if n != nil && n.downUntil.Load() > time.Now().UnixNano() {
+		n = nil
 	}
-	return n
+	return n, p.ranges[i].min, true
 }
 
 // refresh reloads the placements in the background, once at a time.
@@ -340,7 +347,13 @@ func (s *Store) route(account, lt, pk string) *node {
 // routed runs fn with the combiners and pool of the partition's node, and
 // again with the coordinator's when the node could not be reached.
 func (s *Store) routed(account, lt, pk string, fn func(reads, writes *combiner, pool *pgxpool.Pool) error) error {
-	if n := s.route(account, lt, pk); n != nil {
+	return s.routedTo(s.route(account, lt, pk), fn)
+}
+
+// routedTo is routed with the partition's node already looked up (nil:
+// the coordinator).
+func (s *Store) routedTo(n *node, fn func(reads, writes *combiner, pool *pgxpool.Pool) error) error {
+	if n != nil {
 		err := fn(n.reads, n.writes, n.pool)
 		if err == nil || !s.router.Load().failed(n, err) {
 			return err
