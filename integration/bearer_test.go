@@ -349,7 +349,6 @@ func TestBearerOverPlainHTTP(t *testing.T) {
 // named tables, and the access log names the token's subject.
 func TestBearerAccessLogAndGrantRules(t *testing.T) {
 	t.Parallel()
-	needInProcess(t)
 	iss := testissuer.New(t)
 	rules, err := tokenauth.ParseRules(`[
 		{"claim": "groups", "value": "loggers", "account": "` + httpapi.DevAccount + `", "table": "logs*", "permissions": ["read", "write"]}

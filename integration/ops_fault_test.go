@@ -26,7 +26,6 @@ import (
 // without a restart; and every write that was acknowledged is there.
 func TestTerminateAllConnectionsUnderLoad(t *testing.T) {
 	t.Parallel()
-	needInProcess(t)
 	ctx := context.Background()
 	app := "pgt_fault_" + randHex()
 	e := newOpsEnv(t, opsConfig{appName: app, maxConns: 8, acquireWait: time.Second,
@@ -153,7 +152,6 @@ WHERE t.lname = lower($1) AND t.deleted_at IS NULL AND e.pk || '/' || e.rk = ANY
 // table of the same name is untouched by it.
 func TestDeleteLargeTable(t *testing.T) {
 	t.Parallel()
-	needInProcess(t)
 	ctx := context.Background()
 	e := newOpsEnv(t, opsConfig{})
 	const name, total = "bigtable", 100_000

@@ -151,7 +151,6 @@ func (e *env) metrics(t testing.TB) map[string]float64 {
 // got.
 func TestMetricsAfterKnownRequests(t *testing.T) {
 	t.Parallel()
-	needInProcess(t)
 	e := newOpsEnv(t, opsConfig{http: httpapi.Config{AccessLog: true}})
 	ctx := context.Background()
 	acct := "/" + httpapi.DevAccount
