@@ -246,10 +246,11 @@ async function viewTables(main) {
   let generation = 0;
   const load = async (append) => {
     const gen = append ? generation : ++generation;
-    if (acct.table) { list.replaceChildren(row(acct.table)); return; }
-    const page = await c.listTables({ prefix: prefix.value, top: +size.value, next: append ? next : '' });
+    if (!append) { list.replaceChildren(); next = ''; }
+    if (acct.table) { list.append(row(acct.table)); return; }
+    const page = await c.listTables({ prefix: prefix.value, top: +size.value, next });
     if (gen !== generation) return;
-    if (append) list.append(...page.names.map(row)); else list.replaceChildren(...page.names.map(row));
+    list.append(...page.names.map(row));
     next = page.next;
     more.disabled = !next;
     shown.textContent = count(list.children.length, 'table', 'tables') + ' shown';
