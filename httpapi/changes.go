@@ -121,21 +121,7 @@ func (s *Server) serveChanges(c echo.Context) error {
 		rq.fail(errMethodNotAllowed)
 		return nil
 	}
-	rq.t = &target{account: account, pathStyle: true, rawPath: rawPath, rawQuery: rawQuery, table: table}
-	var err error
-	if rq.query, err = parseQuery(rawQuery); err != nil {
-		rq.fail(odata.Detailf(errInvalidQueryParam, "The query string is not well formed."))
-		return nil
-	}
-	if rq.acct = s.cfg.Accounts[account]; rq.acct == nil {
-		rq.fail(authFailed("The account %q does not exist.", account))
-		return nil
-	}
-	if rq.grant, err = s.authenticateRequest(rq); err != nil {
-		rq.fail(err)
-		return nil
-	}
-	if err := rq.authorizeTable(authQueryEntities, table); err != nil {
+	if err := rq.authorizeExtension(account, table, rawPath, rawQuery, authQueryEntities); err != nil {
 		rq.fail(err)
 		return nil
 	}

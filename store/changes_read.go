@@ -105,6 +105,10 @@ func decodeCursor(s string) (tableID, pos int64, ok bool) {
 	if n <= 0 || n != len(b) || t > 1<<62 || p > 1<<62 {
 		return 0, 0, false
 	}
+	// One token per position: no padded varints, no stray bits.
+	if encodeCursor(int64(t), int64(p)) != s {
+		return 0, 0, false
+	}
 	return int64(t), int64(p), true
 }
 
