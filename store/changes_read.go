@@ -127,7 +127,7 @@ func (s *Store) Changes(ctx context.Context, account, table, cursor string, limi
 	if cursor == CursorNow || cursor == "" {
 		// "now" is after every change committed before the read, which
 		// may wait for the sequencer.
-		if _, err := s.sequenceWaiting(ctx); err != nil {
+		if _, err := s.sequenceWaiting(ctx, true); err != nil {
 			return nil, err
 		}
 	}
@@ -137,7 +137,7 @@ func (s *Store) Changes(ctx context.Context, account, table, cursor string, limi
 	}
 	// Nothing visible: changes may be waiting for a sequencer (none may
 	// run in this process, or it waits for its next run).
-	if waited, err := s.sequenceWaiting(ctx); err != nil || !waited {
+	if waited, err := s.sequenceWaiting(ctx, false); err != nil || !waited {
 		return page, err
 	}
 	// The page's cursor, not the request's: "now" stays where it was.
@@ -145,10 +145,14 @@ func (s *Store) Changes(ctx context.Context, account, table, cursor string, limi
 	return page, err
 }
 
-// sequenceWaiting makes every committed change visible, if some are not
+// sequenceWaiting makes the committed changes visible, if some are not
 // (not numbered yet, or numbered by a sequencer that has not published
-// them yet), and reports whether some were not.
-func (s *Store) sequenceWaiting(ctx context.Context) (bool, error) {
+// them yet), and reports whether some were not. With wait it waits for a
+// sequencer at work, and then every change committed before the call is
+// visible; without, it leaves the work to that one (which wakes the
+// waiting readers when done), so that readers woken together do not queue
+// for the sequencer's lock.
+func (s *Store) sequenceWaiting(ctx context.Context, wait bool) (bool, error) {
 	b := &pgx.Batch{}
 	b.Queue(sqlAnyUnsequenced)
 	b.Queue(sqlUnpublished)
@@ -167,7 +171,7 @@ func (s *Store) sequenceWaiting(ctx context.Context) (bool, error) {
 	if !unsequenced && !unpublished {
 		return false, nil
 	}
-	return true, s.sequence(ctx, true)
+	return true, s.sequence(ctx, wait)
 }
 
 // readChanges reads a page in one snapshot: the table, the feed's state
