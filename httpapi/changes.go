@@ -165,9 +165,10 @@ func (rq *request) pollChanges(account, table string, p changesParams) error {
 	st := rq.srv.store
 	deadline := time.Now().Add(p.wait)
 	cursor := p.cursor
+	read := st.Changes // the first read sees every change committed before
 	for {
 		wake, stopped := st.ChangeSignal()
-		page, err := st.Changes(ctx, account, table, cursor, p.limit)
+		page, err := read(ctx, account, table, cursor, p.limit)
 		if err != nil {
 			return err
 		}
@@ -176,7 +177,7 @@ func (rq *request) pollChanges(account, table string, p changesParams) error {
 			return rq.writeChanges(page)
 		}
 		// From now on "now" is where the first read found it.
-		cursor = page.Cursor
+		cursor, read = page.Cursor, st.ChangesWoken
 		timer := time.NewTimer(min(left, changesRecheck))
 		select {
 		case <-wake:
@@ -256,9 +257,10 @@ func (rq *request) streamChanges(account, table, cursor string) error {
 	defer keepalive.Stop()
 	started := false
 	var b []byte
+	read := st.Changes
 	for {
 		wake, stopped := st.ChangeSignal()
-		page, err := st.Changes(ctx, account, table, cursor, maxChangesLimit)
+		page, err := read(ctx, account, table, cursor, maxChangesLimit)
 		switch {
 		case err == nil:
 		case !started:
@@ -299,7 +301,7 @@ func (rq *request) streamChanges(account, table, cursor string) error {
 		if err := rc.Flush(); err != nil {
 			return nil
 		}
-		cursor = page.Cursor
+		cursor, read = page.Cursor, st.ChangesWoken
 		if len(page.Changes) == maxChangesLimit {
 			continue // more are there
 		}

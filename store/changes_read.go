@@ -116,8 +116,21 @@ func decodeCursor(s string) (tableID, pos int64, ok bool) {
 // (CursorNow, CursorOldest or a token of an earlier page), in feed order.
 // Errors: ErrChangeFeedOff, ErrTableNotFound, ErrInvalidCursor (malformed,
 // or of another table), *CursorExpiredError. The read holds a connection
-// only while it runs.
+// only while it runs. Every change committed before the call is in the
+// page or before the cursor: a reader reads its own writes.
 func (s *Store) Changes(ctx context.Context, account, table, cursor string, limit int) (*ChangePage, error) {
+	return s.changes(ctx, account, table, cursor, limit, true)
+}
+
+// ChangesWoken is Changes for a reader that waited and was woken
+// (ChangeSignal): changes that a sequencer at work is numbering are left
+// to it, which wakes the reader again when they are visible, so that the
+// readers woken together do not queue for the sequencer one after another.
+func (s *Store) ChangesWoken(ctx context.Context, account, table, cursor string, limit int) (*ChangePage, error) {
+	return s.changes(ctx, account, table, cursor, limit, false)
+}
+
+func (s *Store) changes(ctx context.Context, account, table, cursor string, limit int, fresh bool) (*ChangePage, error) {
 	if !s.feedOn(account) {
 		return nil, ErrChangeFeedOff
 	}
@@ -137,7 +150,7 @@ func (s *Store) Changes(ctx context.Context, account, table, cursor string, limi
 	}
 	// Nothing visible: changes may be waiting for a sequencer (none may
 	// run in this process, or it waits for its next run).
-	if waited, err := s.sequenceWaiting(ctx, false); err != nil || !waited {
+	if waited, err := s.sequenceWaiting(ctx, fresh); err != nil || !waited {
 		return page, err
 	}
 	// The page's cursor, not the request's: "now" stays where it was.
