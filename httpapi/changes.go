@@ -30,8 +30,10 @@ const (
 	maxChangesLimit = 1000
 	maxChangesWait  = 60 * time.Second
 	// changesRecheck is how often a waiting request reads again when no
-	// wake-up came (the store's notifications are the fast path).
-	changesRecheck = 2 * time.Second
+	// wake-up came: the store wakes waiting readers on every change, and
+	// polls for them while its notifications do not come; this catches
+	// a table deleted through another replica, which sends none.
+	changesRecheck = 5 * time.Second
 	// sseKeepalive is the interval of the stream's comment lines, which
 	// keep proxies from closing an idle stream.
 	sseKeepalive = 15 * time.Second

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -192,6 +193,9 @@ type feedHub struct {
 	kick    chan struct{} // a write committed a change: sequence soon
 	stopped chan struct{}
 	stop    sync.Once
+	// running: RunChangeFeed runs, and sequences what writes kick;
+	// listening: its notifications come, so readers need no polling.
+	running, listening atomic.Bool
 }
 
 func newFeedHub() *feedHub {
@@ -226,6 +230,11 @@ func (s *Store) changeWritten(account string) {
 	if !s.feedOn(account) {
 		return
 	}
+	if !s.feed.running.Load() {
+		// No sequencer here: the waiting readers sequence when woken.
+		s.feed.wake()
+		return
+	}
 	select {
 	case s.feed.kick <- struct{}{}:
 	default:
@@ -251,6 +260,8 @@ type ChangeFeedTiming struct {
 // poll as fallback) and purges changes past retention until ctx ends; then
 // waiting readers are told the feed stopped. Errors are logged and retried.
 func (s *Store) RunChangeFeed(ctx context.Context, timing ChangeFeedTiming, log *slog.Logger) {
+	s.feed.running.Store(true)
+	defer s.feed.running.Store(false)
 	defer s.feed.stop.Do(func() { close(s.feed.stopped) })
 	if timing.Spacing <= 0 {
 		timing.Spacing = 50 * time.Millisecond
@@ -281,8 +292,10 @@ func (s *Store) RunChangeFeed(ctx context.Context, timing ChangeFeedTiming, log 
 				}
 			}
 		case <-poll.C:
-			// Readers re-check now and then, whatever notifications do.
-			s.feed.wake()
+			if !s.feed.listening.Load() {
+				// No notifications: readers re-check instead.
+				s.feed.wake()
+			}
 			var any bool
 			if err := s.pool.QueryRow(ctx, sqlAnyUnsequenced).Scan(&any); err != nil || !any {
 				if err != nil && ctx.Err() == nil {
@@ -331,6 +344,10 @@ func (s *Store) listenOnce(ctx context.Context) error {
 	if _, err := conn.Exec(ctx, sqlListen); err != nil {
 		return err
 	}
+	s.feed.listening.Store(true)
+	defer s.feed.listening.Store(false)
+	// Changes may have come while nobody listened.
+	s.feed.wake()
 	for {
 		if _, err := conn.WaitForNotification(ctx); err != nil {
 			return err
