@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,11 +23,12 @@ import (
 // transaction stay together and in their write order, and transactions go
 // in the order of their first change's id (a sequence on each node): a
 // transaction that began after another committed comes after it. A reader
-// reads positions up to change_feed.visible, which a second transaction
-// raises once the numbering one has committed; on Citus a transaction that
+// reads positions up to change_feed.visible. On Citus a second transaction
+// raises it once the numbering one has committed: a transaction that
 // numbers rows on several nodes commits on each of them one after another,
 // and visible keeps readers from seeing a later node's rows before an
-// earlier node's.
+// earlier node's. One PostgreSQL commits at once and raises it in the
+// numbering transaction.
 const (
 	sqlLockFeed     = `SELECT last, visible FROM change_feed FOR UPDATE SKIP LOCKED`
 	sqlLockFeedWait = `SELECT last, visible FROM change_feed FOR UPDATE`
@@ -45,8 +47,9 @@ UPDATE changes c SET pos = v.pos, txn = v.txn
 FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[]) AS v(dkey, id, pos, txn)
 WHERE c.dkey = v.dkey AND c.id = v.id AND c.pos IS NULL`
 
-	sqlSetLast    = `UPDATE change_feed SET last = $1`
-	sqlSetVisible = `UPDATE change_feed SET visible = $1 WHERE visible < $1`
+	sqlSetLast        = `UPDATE change_feed SET last = $1`
+	sqlSetVisible     = `UPDATE change_feed SET visible = $1 WHERE visible < $1`
+	sqlSetLastVisible = `UPDATE change_feed SET last = $1, visible = $1`
 
 	// feedChannel is the NOTIFY channel on which the sequencer tells the
 	// replicas' readers that positions became visible.
@@ -71,6 +74,7 @@ type unsequenced struct{ dkey, id, tag int64 }
 func (s *Store) sequenceOnce(ctx context.Context, wait bool) (int, error) {
 	var last, visible int64
 	var n int
+	var published bool
 	lock := sqlLockFeed
 	if wait {
 		lock = sqlLockFeedWait
@@ -112,8 +116,21 @@ func (s *Store) sequenceOnce(ctx context.Context, wait bool) (int, error) {
 		}
 		n = len(rows)
 		last += int64(n)
-		_, err = tx.Exec(ctx, sqlSetLast, last)
-		return err
+		if s.distributed.Load() {
+			_, err = tx.Exec(ctx, sqlSetLast, last)
+			return err
+		}
+		// One PostgreSQL commits the numbering at once: it may publish
+		// it in the same transaction.
+		b := &pgx.Batch{}
+		b.Queue(sqlSetLastVisible, last)
+		b.Queue(sqlNotify, strconv.FormatInt(last, 10))
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+		visible = last
+		published = true
+		return nil
 	})
 	if err != nil {
 		if errors.Is(err, errSequencerBusy) {
@@ -124,10 +141,13 @@ func (s *Store) sequenceOnce(ctx context.Context, wait bool) (int, error) {
 	if visible < last {
 		b := &pgx.Batch{}
 		b.Queue(sqlSetVisible, last)
-		b.Queue(sqlNotify, fmt.Sprint(last))
+		b.Queue(sqlNotify, strconv.FormatInt(last, 10))
 		if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 			return n, classify(fmt.Errorf("publish changes: %w", err))
 		}
+		published = true
+	}
+	if published {
 		s.feed.wake()
 	}
 	return n, nil
