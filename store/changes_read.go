@@ -137,24 +137,28 @@ func (s *Store) changes(ctx context.Context, account, table, cursor string, limi
 	if limit <= 0 || limit > maxChangesPerRead {
 		limit = maxChangesPerRead
 	}
-	if cursor == CursorNow || cursor == "" {
-		// "now" is after every change committed before the read, which
-		// may wait for the sequencer.
+	lt := tableKey(table)
+	if fresh {
+		// Every change committed before the read is in the page or
+		// before the cursor ("now" included), which may wait for the
+		// sequencer.
 		if _, err := s.sequenceWaiting(ctx, true); err != nil {
 			return nil, err
 		}
+		page, _, err := s.readChanges(ctx, account, lt, cursor, limit)
+		return page, err
 	}
-	page, empty, err := s.readChanges(ctx, account, tableKey(table), cursor, limit)
+	page, empty, err := s.readChanges(ctx, account, lt, cursor, limit)
 	if err != nil || !empty {
 		return page, err
 	}
 	// Nothing visible: changes may be waiting for a sequencer (none may
-	// run in this process, or it waits for its next run).
-	if waited, err := s.sequenceWaiting(ctx, fresh); err != nil || !waited {
+	// run in this process).
+	if waited, err := s.sequenceWaiting(ctx, false); err != nil || !waited {
 		return page, err
 	}
 	// The page's cursor, not the request's: "now" stays where it was.
-	page, _, err = s.readChanges(ctx, account, tableKey(table), page.Cursor, limit)
+	page, _, err = s.readChanges(ctx, account, lt, page.Cursor, limit)
 	return page, err
 }
 
