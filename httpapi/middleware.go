@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,10 +25,12 @@ type opsState struct {
 	metrics  *metrics
 	slots    chan struct{} // one per request being answered; nil: no limit
 	draining atomic.Bool   // shutting down: /-/ready answers 503
+	drained  chan struct{} // closed by Drain: long-polls and streams end
+	drain    sync.Once
 }
 
 func newOpsState(cfg Config, st *store.Store) *opsState {
-	o := &opsState{}
+	o := &opsState{drained: make(chan struct{})}
 	if st != nil {
 		o.metrics = newMetrics(cfg.Version, st.Pool())
 		st.SetObserver(o.metrics)
@@ -42,8 +45,12 @@ func newOpsState(cfg Config, st *store.Store) *opsState {
 
 // Drain marks the server as shutting down: from now on /-/ready answers
 // 503 so that load balancers stop sending requests, while requests still
-// get answered until the HTTP server itself shuts down.
-func (s *Server) Drain() { s.ops.draining.Store(true) }
+// get answered until the HTTP server itself shuts down; change feed
+// long-polls answer at once and change streams end.
+func (s *Server) Drain() {
+	s.ops.draining.Store(true)
+	s.ops.drain.Do(func() { close(s.ops.drained) })
+}
 
 // Draining reports whether Drain was called.
 func (s *Server) Draining() bool { return s.ops.draining.Load() }

@@ -19,6 +19,9 @@ const opsAllow = "GET, HEAD"
 func (s *Server) serveOps(c echo.Context) error {
 	w, r := c.Response(), c.Request()
 	if strings.HasPrefix(r.URL.Path, indexesPrefix) {
+		if isChangesPath(r.URL.Path) {
+			return s.serveChanges(c) // changes.go
+		}
 		return s.serveIndexes(c) // authenticated, with methods of its own
 	}
 	h := s.opsHandler(r.URL.Path)

@@ -42,6 +42,15 @@ func (enc *Encoder) AppendEntity(dst []byte, e *Entity) []byte {
 	return append(dst, '}')
 }
 
+// AppendEntityObject appends e as one JSON object of its members in
+// enc.Format, without a document's metadata URL: an entity embedded in
+// another document (the change feed's).
+func (enc *Encoder) AppendEntityObject(dst []byte, e *Entity) []byte {
+	dst = append(dst, '{')
+	dst = enc.appendEntityMembers(dst, e)
+	return append(dst, '}')
+}
+
 // AppendEntities appends a collection document.
 func (enc *Encoder) AppendEntities(dst []byte, es []Entity) []byte {
 	dst = append(dst, '{')

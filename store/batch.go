@@ -42,6 +42,12 @@ const maxBatchAttempts = 12
 func (s *Store) batch(ctx context.Context, account, table string, writes []Write) ([]Result, error) {
 	obs := s.observer()
 	obs.BatchRun(len(writes))
+	// The batch's changes in the feed share a tag (changes.go).
+	writes = slices.Clone(writes)
+	tag := newChangeTag()
+	for i := range writes {
+		writes[i].txn = tag
+	}
 	var lastErr error
 	for attempt := 0; attempt < maxBatchAttempts; attempt++ {
 		// The first attempt only tries the partition lock; later ones wait
@@ -59,6 +65,9 @@ func (s *Store) batch(ctx context.Context, account, table string, writes []Write
 			}
 		}
 		results, err := s.batchOnce(ctx, account, table, writes, wait)
+		if err == nil {
+			s.changeWritten(account)
+		}
 		if errors.Is(err, errInsertConflict) {
 			i, ferr := s.firstExisting(ctx, account, table, writes)
 			if ferr != nil {
@@ -282,7 +291,8 @@ func (s *Store) insertMany(ctx context.Context, tx pgx.Tx, account, table string
 	b := &pgx.Batch{}
 	b.Queue(sqlWaitPartitionXact, lock)
 	lt := tableKey(table)
-	b.Queue(sqlInsertMany, account, lt, distributionKey(account, lt, pk), pk, now, rks, sizes, props)
+	sql, args := s.capturedOrdered(account, writes[0].txn, changeInsert, sqlInsertMany, []any{account, lt, distributionKey(account, lt, pk), pk, now, rks, sizes, props}, changesInBatchOrder)
+	b.Queue(sql, args...)
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
 	if _, err := br.Exec(); err != nil {

@@ -215,6 +215,9 @@ type Write struct {
 	RowKey       string
 	Properties   []odata.Property // Insert, Replace, Merge; validated by the caller
 	Match        Match            // If-Match; required (not matchNone) for Delete
+	// txn tags the change-feed rows of the writes of one transaction (a
+	// batch's); 0: a tag of the write's own (changes.go).
+	txn int64
 }
 
 // Result is what a successful write produced.
@@ -225,7 +228,11 @@ type Result struct {
 
 // writeOne performs one entity write in account's table.
 func (s *Store) writeOne(ctx context.Context, account, table string, w *Write) (Result, error) {
-	return s.write(ctx, s.pool, account, table, w, s.ticks())
+	res, err := s.write(ctx, s.pool, account, table, w, s.ticks())
+	if err == nil {
+		s.changeWritten(account)
+	}
+	return res, err
 }
 
 func (s *Store) write(ctx context.Context, q querier, account, table string, wr *Write, now int64) (Result, error) {
@@ -249,7 +256,8 @@ func (s *Store) insert(ctx context.Context, q querier, account, lt string, w *Wr
 	props := odata.AppendStored(nil, w.Properties)
 	size := odata.EntitySize(w.PartitionKey, w.RowKey, w.Properties)
 	var xmin uint32
-	err := s.writeRow(ctx, q, account, lt, w, s.inserts().insert, []any{account, lt, distributionKey(account, lt, w.PartitionKey), w.PartitionKey, w.RowKey, now, size, props}, &xmin)
+	sql, args := s.captured(account, w, changeInsert, s.inserts().insert, []any{account, lt, distributionKey(account, lt, w.PartitionKey), w.PartitionKey, w.RowKey, now, size, props})
+	err := s.writeRow(ctx, q, account, lt, w, sql, args, &xmin)
 	if isMissingTableID(err) {
 		return Result{}, ErrTableNotFound
 	}
@@ -273,10 +281,11 @@ func (s *Store) replace(ctx context.Context, q querier, account, lt string, w *W
 	props := odata.AppendStored(nil, w.Properties)
 	size := odata.EntitySize(w.PartitionKey, w.RowKey, w.Properties)
 	var sql string
+	op := changeReplace
 	args := []any{account, lt, distributionKey(account, lt, w.PartitionKey), w.PartitionKey, w.RowKey}
 	switch w.Match.kind {
 	case matchNone:
-		sql, args = s.inserts().upsertReplace, append(args, now, size, props)
+		sql, args, op = s.inserts().upsertReplace, append(args, now, size, props), changeUpsertReplace
 	case matchAny:
 		sql, args = s.updates().replace+sqlReturning, append(args, props, size, now)
 	case matchETag:
@@ -284,6 +293,7 @@ func (s *Store) replace(ctx context.Context, q querier, account, lt string, w *W
 	default:
 		return Result{}, s.whyNot(ctx, q, account, lt, w.PartitionKey, w.RowKey)
 	}
+	sql, args = s.captured(account, w, op, sql, args)
 	res, err := s.writeResult(ctx, q, account, lt, w, sql, args)
 	if isMissingTableID(err) {
 		return Result{}, ErrTableNotFound
@@ -301,11 +311,12 @@ func (s *Store) merge(ctx context.Context, q querier, account, lt string, w *Wri
 	props := odata.AppendStored(nil, w.Properties)
 	added := odata.PropertiesSize(w.Properties)
 	var sql string
+	op := changeMerge
 	args := []any{account, lt, distributionKey(account, lt, w.PartitionKey), w.PartitionKey, w.RowKey}
 	switch w.Match.kind {
 	case matchNone:
 		size := odata.EntitySize(w.PartitionKey, w.RowKey, w.Properties)
-		sql, args = s.inserts().upsertMerge, append(args, now, size, props)
+		sql, args, op = s.inserts().upsertMerge, append(args, now, size, props), changeUpsertMerge
 	case matchAny:
 		sql, args = sqlMerge+sqlReturning, append(args, props, added, now)
 	case matchETag:
@@ -313,6 +324,7 @@ func (s *Store) merge(ctx context.Context, q querier, account, lt string, w *Wri
 	default:
 		return Result{}, s.whyNot(ctx, q, account, lt, w.PartitionKey, w.RowKey)
 	}
+	sql, args = s.captured(account, w, op, sql, args)
 	res, err := s.writeResult(ctx, q, account, lt, w, sql, args)
 	if isMissingTableID(err) {
 		return Result{}, ErrTableNotFound
@@ -354,7 +366,8 @@ func (s *Store) mergeSlow(ctx context.Context, q querier, account, lt string, w 
 						return err
 					}
 					size := odata.EntitySize(w.PartitionKey, w.RowKey, w.Properties)
-					err := tx.QueryRow(ctx, sqlInsertByID, tableID, dkey, w.PartitionKey, w.RowKey, now, size, odata.AppendStored(nil, w.Properties)).Scan(&xmin)
+					sql, args := s.captured(account, w, changeInsert, sqlInsertByID, []any{tableID, dkey, w.PartitionKey, w.RowKey, now, size, odata.AppendStored(nil, w.Properties)})
+					err := tx.QueryRow(ctx, sql, args...).Scan(&xmin)
 					if errors.Is(err, pgx.ErrNoRows) {
 						continue // inserted meanwhile by someone else: merge into it
 					}
@@ -384,7 +397,8 @@ func (s *Store) mergeSlow(ctx context.Context, q querier, account, lt string, w 
 					return err
 				}
 				size := odata.EntitySize(w.PartitionKey, w.RowKey, merged)
-				res, err = s.writeResult(ctx, tx, account, lt, w, sqlUpdateByID, []any{tableID, dkey, w.PartitionKey, w.RowKey, odata.AppendStored(nil, merged), size, now})
+				sql, args := s.captured(account, w, changeMerge, sqlUpdateByID, []any{tableID, dkey, w.PartitionKey, w.RowKey, odata.AppendStored(nil, merged), size, now})
+				res, err = s.writeResult(ctx, tx, account, lt, w, sql, args)
 				return err
 			}
 		})
@@ -426,6 +440,7 @@ func (s *Store) delete(ctx context.Context, q querier, account, lt string, w *Wr
 	default:
 		return Result{}, s.whyNot(ctx, q, account, lt, w.PartitionKey, w.RowKey)
 	}
+	sql, args = s.captured(account, w, changeDelete, sql, args)
 	var tag pgconn.CommandTag
 	var err error
 	if q == querier(s.pool) {

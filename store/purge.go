@@ -279,6 +279,10 @@ func (s *Store) purgeTable(ctx context.Context, cfg PurgeConfig, id int64) (enti
 			entities = tag.RowsAffected()
 			switch {
 			case final && cur.final && entities == 0:
+				// The table's change feed ends with it (changes_read.go).
+				if _, err := tx.Exec(ctx, sqlPurgeTableChanges, id); err != nil {
+					return err
+				}
 				_, err := tx.Exec(ctx, sqlDropTombstone, id)
 				dropped = err == nil
 				return err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -45,6 +46,9 @@ type Store struct {
 	router        atomic.Pointer[router]      // see route.go
 	purge         purgeState                  // see Purge
 	builds        buildState                  // see CreateIndex
+	changeSQL     sync.Map                    // statements with their change recorded (changes.go)
+	feedOff       map[string]bool             // accounts whose change feed is off
+	feed          *feedHub                    // wakes change feed readers (changes_sequence.go)
 }
 
 // Options tunes a Store; zero fields take the defaults.
@@ -79,6 +83,8 @@ type Options struct {
 	// MaxIndexes is how many property indexes one table may have
 	// (default DefaultMaxIndexes): each costs every write of the table.
 	MaxIndexes int
+	// ChangeFeed configures the change feed (changes.go).
+	ChangeFeed ChangeFeedConfig
 }
 
 // Defaults for Options.
@@ -116,7 +122,14 @@ func NewWithOptions(pool *pgxpool.Pool, opts Options) *Store {
 	if opts.Combine <= 0 {
 		opts.Combine = DefaultCombine(conns)
 	}
-	s := &Store{pool: pool, now: time.Now, opts: opts}
+	if opts.ChangeFeed.Retention <= 0 {
+		opts.ChangeFeed.Retention = DefaultChangeRetention
+	}
+	s := &Store{pool: pool, now: time.Now, opts: opts, feed: newFeedHub()}
+	s.feedOff = make(map[string]bool, len(opts.ChangeFeed.OffAccounts))
+	for _, a := range opts.ChangeFeed.OffAccounts {
+		s.feedOff[a] = true
+	}
 	s.reads = newCombiner(s, opts.Combine, conns/2)
 	s.writes = newCombiner(s, opts.Combine, conns/2)
 	return s

@@ -30,8 +30,13 @@ type config struct {
 	dbMaxConns     int
 	dbCombine      int // 0: store.DefaultCombine
 	maxIndexes     int
-	citusRouting   bool
-	citusShards    int // 0: see migrations.Options
+	// The change feed (docs/changefeed.md): on or off for every account,
+	// the accounts with it off, and how long changes are kept.
+	changeFeed          string
+	changeFeedOff       string
+	changeFeedRetention time.Duration
+	citusRouting        bool
+	citusShards         int // 0: see migrations.Options
 	// dbAcquireTimeout bounds the wait for a free database connection;
 	// then the request gets 503 ServerBusy with Retry-After.
 	dbAcquireTimeout time.Duration
@@ -151,6 +156,9 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	boolean(&c.console, "console", "PGTABLES_CONSOLE", "true", "serve the web console at /-/console/")
 	integer(&c.dbMaxConns, "db-max-conns", "PGTABLES_DB_MAX_CONNS", "20", 1, "maximum database connections")
 	integer(&c.maxIndexes, "max-indexes", "PGTABLES_MAX_INDEXES", "10", 1, "property indexes a table may have (README: Property indexes)")
+	str(&c.changeFeed, "change-feed", "PGTABLES_CHANGE_FEED", "on", "the change feed of every account's tables: on or off (README: Change feed)")
+	str(&c.changeFeedOff, "change-feed-off", "PGTABLES_CHANGE_FEED_ACCOUNTS_OFF", "", "comma-separated accounts whose change feed is off")
+	duration(&c.changeFeedRetention, "change-feed-retention", "PGTABLES_CHANGE_FEED_RETENTION", "24h", "how long the change feed keeps changes")
 	integer(&c.dbCombine, "db-combine", "PGTABLES_DB_COMBINE", "0", 0, "round trips of point reads, and of single-entity writes, in flight before further ones share them; 0: one per 16 connections, at least one")
 	boolean(&c.citusRouting, "citus-routing", "PGTABLES_CITUS_ROUTING", "true", "on Citus, send each statement of one partition to the node that holds its shard rather than through the coordinator (the nodes' addresses in Citus's metadata must be reachable from here)")
 	integer(&c.citusShards, "citus-shard-count", "PGTABLES_CITUS_SHARD_COUNT", "0", 0, "on Citus, the shards of entities when the migration distributes it; 0: the server's citus.shard_count if configured, else 4 per worker, at least 8")
@@ -193,6 +201,12 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 		}
 	})
 	c.sslModeSet = getenv("PGSSLMODE") != "" || sslModeIn(c.databaseURL)
+	if c.changeFeed != "on" && c.changeFeed != "off" {
+		errs = append(errs, fmt.Errorf("change-feed: %q is neither on nor off", c.changeFeed))
+	}
+	if c.changeFeedRetention <= 0 {
+		errs = append(errs, errors.New("change-feed-retention must be more than 0"))
+	}
 	if (c.tlsCert == "") != (c.tlsKey == "") {
 		errs = append(errs, errors.New("tls-cert and tls-key go together"))
 	}

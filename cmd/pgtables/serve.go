@@ -150,7 +150,9 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, accessJSON io.Wri
 		return fmt.Errorf("database: %w", err)
 	}
 	defer pool.Close()
-	opts := store.Options{Combine: cfg.dbCombine, FailoverWait: cfg.dbFailoverWait, MaxIndexes: cfg.maxIndexes}
+	opts := store.Options{Combine: cfg.dbCombine, FailoverWait: cfg.dbFailoverWait, MaxIndexes: cfg.maxIndexes, ChangeFeed: store.ChangeFeedConfig{
+		Off: cfg.changeFeed == "off", OffAccounts: commaList(cfg.changeFeedOff), Retention: cfg.changeFeedRetention,
+	}}
 	if !cfg.citusRouting {
 		opts.RouteConns = -1
 	}
@@ -253,7 +255,12 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, accessJSON io.Wri
 		migrated.Store(true)
 		srv.StartServing()
 		log.Info("database migrated, serving", "distributed", st.Distributed())
+		// The change feed's sequencer runs beside the purge; it ends
+		// with bg, and so do the feed's long-polls and streams.
+		var feed sync.WaitGroup
+		feed.Go(func() { st.RunChangeFeed(bg, store.ChangeFeedTiming{}, log) })
 		st.Purge(bg, purgeConfig(cfg), log)
+		feed.Wait()
 	})
 
 	select {

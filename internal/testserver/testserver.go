@@ -39,6 +39,10 @@ type Config struct {
 	// TLS serves HTTPS with a certificate of its own, which Client and
 	// CertPEM give.
 	TLS bool
+	// ChangeFeed runs the change feed's sequencer and notifications
+	// (store.RunChangeFeed) as the server does; without them, feed reads
+	// sequence on demand and waiting ones notice changes by polling.
+	ChangeFeed bool
 }
 
 // Server is pgtables serving in the test's process.
@@ -140,9 +144,16 @@ func Start(tb testing.TB, dsn string, cfg Config) *Server {
 		go func() { _ = hs.Serve(ln) }()
 		s.URL, closeServer = "http://"+ln.Addr().String(), func() { _ = hs.Close() }
 	}
+	feedCtx, stopFeed := context.WithCancel(context.Background())
+	var feed sync.WaitGroup
+	if cfg.ChangeFeed {
+		feed.Go(func() { st.RunChangeFeed(feedCtx, store.ChangeFeedTiming{}, log) })
+	}
 	var once sync.Once
 	s.stop = func() {
 		once.Do(func() {
+			stopFeed()
+			feed.Wait()
 			closeServer()
 			st.Close() // index builds record their end while the pool is open
 			pool.Close()

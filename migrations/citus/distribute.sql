@@ -31,6 +31,13 @@ BEGIN
         PERFORM create_distributed_table('entities', 'dkey');
         converted := converted || 'entities'::text;
     END IF;
+    -- The change feed's rows go with their entities' shards (migration
+    -- 0006), so that a write and its change row are one routed statement.
+    -- The sequencer's one row (change_feed) stays on the coordinator.
+    IF NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'changes'::regclass) THEN
+        PERFORM create_distributed_table('changes', 'dkey', colocate_with => 'entities');
+        converted := converted || 'changes'::text;
+    END IF;
     -- The rows copied to the nodes stay on the coordinator's disk, unseen,
     -- until this.
     FOREACH name IN ARRAY converted LOOP

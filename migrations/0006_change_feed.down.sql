@@ -1,0 +1,2 @@
+DROP TABLE change_feed;
+DROP TABLE changes;

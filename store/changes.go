@@ -1,0 +1,149 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The change feed: every entity write of an account whose feed is on
+// records a change row (migration 0006) in the statement that writes the
+// entity, so that the change commits, or rolls back, with the write and
+// costs no round trip. The sequencer (changes_sequence.go) later gives the
+// committed rows their feed positions; readers (changes_read.go) page
+// through them by position.
+
+// ChangeFeedConfig configures the change feed; the zero value has the
+// feed on for every account with DefaultChangeRetention.
+type ChangeFeedConfig struct {
+	// Off switches the feed off for every account: no change rows are
+	// written and reads answer ErrChangeFeedOff.
+	Off bool
+	// OffAccounts are accounts whose feed is off.
+	OffAccounts []string
+	// Retention is how long changes are kept (default
+	// DefaultChangeRetention); older ones are purged in the background.
+	Retention time.Duration
+}
+
+// DefaultChangeRetention is how long changes are kept unless configured.
+const DefaultChangeRetention = 24 * time.Hour
+
+// Errors of the change feed.
+var (
+	// ErrChangeFeedOff: the feed is switched off for the account.
+	ErrChangeFeedOff = errors.New("change feed is off for the account")
+	// ErrInvalidCursor: a cursor that is malformed or of another table.
+	ErrInvalidCursor = errors.New("invalid change feed cursor")
+	// ErrCursorExpired: the changes after the cursor are past retention;
+	// see CursorExpiredError.
+	ErrCursorExpired = errors.New("change feed cursor expired")
+)
+
+// CursorExpiredError is ErrCursorExpired with the oldest cursor that
+// still reads every retained change of the table.
+type CursorExpiredError struct{ Oldest string }
+
+func (e *CursorExpiredError) Error() string {
+	return fmt.Sprintf("%v: the oldest retained cursor is %s", ErrCursorExpired, e.Oldest)
+}
+
+// Unwrap returns ErrCursorExpired.
+func (e *CursorExpiredError) Unwrap() error { return ErrCursorExpired }
+
+// feedOn reports whether the account's writes record changes.
+func (s *Store) feedOn(account string) bool {
+	return !s.opts.ChangeFeed.Off && !s.feedOff[account]
+}
+
+// ChangeFeedOn reports whether the account's change feed is on.
+func (s *Store) ChangeFeedOn(account string) bool { return s.feedOn(account) }
+
+// What a write did to its entity, as the change rows' op column holds it
+// (the values of Op). An upsert tells an insert from an update by the new
+// row version's xmax, which only ON CONFLICT DO UPDATE sets.
+const (
+	changeInsert        = `1`
+	changeReplace       = `2`
+	changeMerge         = `3`
+	changeDelete        = `4`
+	changeUpsertReplace = `CASE WHEN xmax::text = '0' THEN 1 ELSE 2 END`
+	changeUpsertMerge   = `CASE WHEN xmax::text = '0' THEN 1 ELSE 3 END`
+)
+
+// recordChange turns an entity write statement into one that also records
+// its change: the write runs in a CTE returning the entity row, a second
+// CTE inserts the change row from it, and the statement answers what the
+// write's own RETURNING did (1 for a write without one, whose rows are
+// counted). The transaction's tag is the last argument, tagArg. order, when
+// set, orders the change rows of a statement that writes several entities.
+func recordChange(sql, op string, tagArg int, order string) string {
+	body, out := sql, "1"
+	if i := strings.LastIndex(sql, "RETURNING"); i >= 0 {
+		body, out = sql[:i], strings.TrimSpace(sql[i+len("RETURNING"):])
+	}
+	values := `ts, xmin::text::bigint, props`
+	if op == changeDelete {
+		values = `NULL::bigint, NULL::bigint, NULL::jsonb`
+	}
+	var b strings.Builder
+	b.WriteString("WITH w AS (")
+	b.WriteString(strings.TrimRight(body, " \n"))
+	b.WriteString("\nRETURNING xmin, xmax, ts, table_id, dkey, pk, rk, props),\nc AS (\nINSERT INTO changes (dkey, table_id, tag, op, pk, rk, ts, xid, props)\nSELECT dkey, table_id, $")
+	b.WriteString(strconv.Itoa(tagArg))
+	b.WriteString("::bigint, ")
+	b.WriteString(op)
+	b.WriteString(", pk, rk, ")
+	b.WriteString(values)
+	b.WriteString(" FROM w")
+	if order != "" {
+		b.WriteString(" ORDER BY ")
+		b.WriteString(order)
+	}
+	b.WriteString(")\nSELECT ")
+	b.WriteString(out)
+	b.WriteString(" FROM w")
+	return b.String()
+}
+
+// changeStatement is a statement with its change recorded, built once per
+// statement, op and number of arguments.
+func (s *Store) changeStatement(sql, op string, tagArg int, order string) string {
+	key := sql + "\x00" + op + "\x00" + strconv.Itoa(tagArg) + "\x00" + order
+	if v, ok := s.changeSQL.Load(key); ok {
+		return v.(string)
+	}
+	v := recordChange(sql, op, tagArg, order)
+	s.changeSQL.Store(key, v)
+	return v
+}
+
+// captured returns the statement and arguments of an entity write of
+// account: with its change recorded when the account's feed is on.
+func (s *Store) captured(account string, w *Write, op, sql string, args []any) (string, []any) {
+	return s.capturedOrdered(account, w.txn, op, sql, args, "")
+}
+
+func (s *Store) capturedOrdered(account string, tag int64, op, sql string, args []any, order string) (string, []any) {
+	if !s.feedOn(account) {
+		return sql, args
+	}
+	if tag == 0 {
+		tag = newChangeTag()
+	}
+	return s.changeStatement(sql, op, len(args)+1, order), append(args, tag)
+}
+
+// newChangeTag returns the tag of a transaction's changes: the sequencer
+// keeps the changes of one tag together. Random, so that replicas need no
+// coordination; a collision of two concurrent transactions would only put
+// their changes next to each other.
+func newChangeTag() int64 { return rand.Int64() | 1 }
+
+// changesInBatchOrder orders the change rows of sqlInsertMany as the
+// batch's operations ($6 holds their row keys, unique in a batch), so the
+// feed lists them in that order.
+const changesInBatchOrder = `array_position($6::text[], rk)`

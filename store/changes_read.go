@@ -1,0 +1,277 @@
+package store
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgtables/pgtables/odata"
+)
+
+const (
+	sqlFeedState   = `SELECT visible, purged FROM change_feed`
+	sqlUnpublished = `SELECT visible < last FROM change_feed`
+
+	sqlReadChanges = `
+SELECT pos, txn, op, pk, rk, ts, xid, props, at FROM changes
+WHERE table_id = $1 AND pos > $2 AND pos <= $3
+ORDER BY pos LIMIT $4`
+
+	sqlExpiredEnd = `
+SELECT max(pos) FROM (
+  SELECT pos FROM changes WHERE pos > $1 AND pos <= $2 AND at < now() - make_interval(secs => $3)
+  ORDER BY pos LIMIT $4) s`
+	sqlPurgeChanges = `DELETE FROM changes WHERE pos > $1 AND pos <= $2`
+	sqlSetPurged    = `UPDATE change_feed SET purged = $1 WHERE purged < $1`
+	sqlFeedPurged   = `SELECT purged, visible FROM change_feed`
+	// A deleted table's changes go with its tombstone (purge.go).
+	sqlPurgeTableChanges = `DELETE FROM changes WHERE table_id = $1`
+	changePurgeChunk     = 5000
+	cursorVersion        = 1
+	maxChangesPerRead    = 1000
+)
+
+// The cursors of the feed, what readers pass back to resume.
+const (
+	CursorNow    = "now"    // changes committed after the read
+	CursorOldest = "oldest" // the oldest retained change
+)
+
+// Change is one entity change of the feed.
+type Change struct {
+	Cursor       string // resumes after this change
+	Op           Op
+	Txn          string // shared by the changes of one transaction
+	PartitionKey string
+	RowKey       string
+	Timestamp    int64  // ticks: the entity's; for a delete, when it was written
+	ETag         string // "" for a delete
+	// Entity is the entity after the change, nil for a delete; its
+	// properties in stored form.
+	Entity *odata.Entity
+}
+
+// ChangePage is what a read of the feed returns.
+type ChangePage struct {
+	Changes []Change
+	Cursor  string // resumes after the page
+}
+
+// String returns the feed's name of the operation: insert, replace,
+// merge, delete.
+func (o Op) String() string {
+	switch o {
+	case OpInsert:
+		return "insert"
+	case OpReplace:
+		return "replace"
+	case OpMerge:
+		return "merge"
+	case OpDelete:
+		return "delete"
+	}
+	return "op" + strconv.Itoa(int(o))
+}
+
+// encodeCursor makes the token of position pos of table id: URL-safe
+// base64 of a version byte and two varints, never "now" or "oldest".
+func encodeCursor(tableID, pos int64) string {
+	b := make([]byte, 0, 1+2*binary.MaxVarintLen64)
+	b = append(b, cursorVersion)
+	b = binary.AppendUvarint(b, uint64(tableID))
+	b = binary.AppendUvarint(b, uint64(pos))
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// decodeCursor reads a token of encodeCursor.
+func decodeCursor(s string) (tableID, pos int64, ok bool) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || len(b) < 3 || b[0] != cursorVersion {
+		return 0, 0, false
+	}
+	b = b[1:]
+	t, n := binary.Uvarint(b)
+	if n <= 0 {
+		return 0, 0, false
+	}
+	b = b[n:]
+	p, n := binary.Uvarint(b)
+	if n <= 0 || n != len(b) || t > 1<<62 || p > 1<<62 {
+		return 0, 0, false
+	}
+	return int64(t), int64(p), true
+}
+
+// Changes reads up to limit changes of account's table after cursor
+// (CursorNow, CursorOldest or a token of an earlier page), in feed order.
+// Errors: ErrChangeFeedOff, ErrTableNotFound, ErrInvalidCursor (malformed,
+// or of another table), *CursorExpiredError. The read holds a connection
+// only while it runs.
+func (s *Store) Changes(ctx context.Context, account, table, cursor string, limit int) (*ChangePage, error) {
+	if !s.feedOn(account) {
+		return nil, ErrChangeFeedOff
+	}
+	if limit <= 0 || limit > maxChangesPerRead {
+		limit = maxChangesPerRead
+	}
+	if cursor == CursorNow || cursor == "" {
+		// "now" is after every change committed before the read, which
+		// may wait for the sequencer.
+		if _, err := s.sequenceWaiting(ctx); err != nil {
+			return nil, err
+		}
+	}
+	page, empty, err := s.readChanges(ctx, account, tableKey(table), cursor, limit)
+	if err != nil || !empty {
+		return page, err
+	}
+	// Nothing visible: changes may be waiting for a sequencer (none may
+	// run in this process, or it waits for its next run).
+	if waited, err := s.sequenceWaiting(ctx); err != nil || !waited {
+		return page, err
+	}
+	// The page's cursor, not the request's: "now" stays where it was.
+	page, _, err = s.readChanges(ctx, account, tableKey(table), page.Cursor, limit)
+	return page, err
+}
+
+// sequenceWaiting makes every committed change visible, if some are not
+// (not numbered yet, or numbered by a sequencer that has not published
+// them yet), and reports whether some were not.
+func (s *Store) sequenceWaiting(ctx context.Context) (bool, error) {
+	b := &pgx.Batch{}
+	b.Queue(sqlAnyUnsequenced)
+	b.Queue(sqlUnpublished)
+	br := s.pool.SendBatch(ctx, b)
+	var unsequenced, unpublished bool
+	err := br.QueryRow().Scan(&unsequenced)
+	if err == nil {
+		err = br.QueryRow().Scan(&unpublished)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return false, classify(fmt.Errorf("read changes: %w", err))
+	}
+	if !unsequenced && !unpublished {
+		return false, nil
+	}
+	return true, s.sequence(ctx, true)
+}
+
+// readChanges reads a page in one snapshot: the table, the feed's state
+// and the changes agree, and retention cannot purge changes between the
+// check of the cursor and the read.
+func (s *Store) readChanges(ctx context.Context, account, lt, cursor string, limit int) (page *ChangePage, empty bool, err error) {
+	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		b := &pgx.Batch{}
+		b.Queue(sqlLiveTableID, account, lt)
+		b.Queue(sqlFeedState)
+		br := tx.SendBatch(ctx, b)
+		var tableID, visible, purged int64
+		err := br.QueryRow().Scan(&tableID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			br.Close()
+			return ErrTableNotFound
+		}
+		if err == nil {
+			err = br.QueryRow().Scan(&visible, &purged)
+		}
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+		var after int64
+		switch cursor {
+		case CursorNow, "":
+			after = visible
+		case CursorOldest:
+			after = purged
+		default:
+			id, pos, ok := decodeCursor(cursor)
+			if !ok || id != tableID {
+				return ErrInvalidCursor
+			}
+			if pos < purged {
+				return &CursorExpiredError{Oldest: encodeCursor(tableID, purged)}
+			}
+			after = pos
+		}
+		page = &ChangePage{Cursor: encodeCursor(tableID, after)}
+		rows, err := tx.Query(ctx, sqlReadChanges, tableID, after, visible, limit)
+		if err != nil {
+			return err
+		}
+		var (
+			pos, txn int64
+			op       int16
+			pk, rk   string
+			ts, xid  *int64
+			props    []byte
+			at       time.Time
+			scanInto = []any{&pos, &txn, &op, &pk, &rk, &ts, &xid, &props, &at}
+		)
+		_, err = pgx.ForEachRow(rows, scanInto, func() error {
+			c := Change{Cursor: encodeCursor(tableID, pos), Op: Op(op), Txn: strconv.FormatInt(txn, 10), PartitionKey: pk, RowKey: rk, Timestamp: odata.Ticks(at)}
+			if ts != nil && xid != nil && Op(op) != OpDelete {
+				c.Timestamp = *ts
+				c.ETag = formatETag(*ts, uint32(*xid), pk, rk)
+				c.Entity = &odata.Entity{PartitionKey: pk, RowKey: rk, Timestamp: *ts, ETag: c.ETag, Stored: append([]byte(nil), props...)}
+			}
+			page.Changes = append(page.Changes, c)
+			page.Cursor = c.Cursor
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		var expired *CursorExpiredError
+		if errors.Is(err, ErrTableNotFound) || errors.Is(err, ErrInvalidCursor) || errors.As(err, &expired) {
+			return nil, false, err
+		}
+		return nil, false, classify(fmt.Errorf("read changes: %w", err))
+	}
+	return page, len(page.Changes) == 0, nil
+}
+
+// PurgeChanges deletes changes past retention, a chunk per transaction,
+// and returns how many it deleted.
+func (s *Store) PurgeChanges(ctx context.Context) (int64, error) {
+	var total int64
+	for {
+		var purged, visible int64
+		if err := s.pool.QueryRow(ctx, sqlFeedPurged).Scan(&purged, &visible); err != nil {
+			return total, classify(fmt.Errorf("purge changes: %w", err))
+		}
+		var end *int64
+		if err := s.pool.QueryRow(ctx, sqlExpiredEnd, purged, visible, s.opts.ChangeFeed.Retention.Seconds(), changePurgeChunk).Scan(&end); err != nil {
+			return total, classify(fmt.Errorf("purge changes: %w", err))
+		}
+		if end == nil {
+			return total, nil
+		}
+		var n int64
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			// purged first: a reader that sees rows gone sees why.
+			if _, err := tx.Exec(ctx, sqlSetPurged, *end); err != nil {
+				return err
+			}
+			tag, err := tx.Exec(ctx, sqlPurgeChanges, purged, *end)
+			n = tag.RowsAffected()
+			return err
+		})
+		if err != nil {
+			return total, classify(fmt.Errorf("purge changes: %w", err))
+		}
+		total += n
+	}
+}

@@ -1,0 +1,340 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Ordering. A position taken when a change is written (a sequence value,
+// the transaction's id) is not in commit order: a reader that resumed
+// after the highest position it saw would skip a change that commits
+// later with a lower one. So change rows are written without a position,
+// and the sequencer numbers the rows that have committed, in one
+// transaction at a time (the change_feed row's lock), from a counter:
+// positions follow visibility. Within what one run finds, the changes of a
+// transaction stay together and in their write order, and transactions go
+// in the order of their first change's id (a sequence on each node): a
+// transaction that began after another committed comes after it. A reader
+// reads positions up to change_feed.visible, which a second transaction
+// raises once the numbering one has committed; on Citus a transaction that
+// numbers rows on several nodes commits on each of them one after another,
+// and visible keeps readers from seeing a later node's rows before an
+// earlier node's.
+const (
+	sqlLockFeed     = `SELECT last, visible FROM change_feed FOR UPDATE SKIP LOCKED`
+	sqlLockFeedWait = `SELECT last, visible FROM change_feed FOR UPDATE`
+
+	sqlUnsequenced = `
+SELECT dkey, id, tag FROM changes WHERE pos IS NULL ORDER BY id LIMIT $1`
+
+	// The rest of the transactions of a full page of sqlUnsequenced.
+	sqlUnsequencedOfTags = `
+SELECT dkey, id, tag FROM changes WHERE pos IS NULL AND tag = ANY($1) AND id > $2 ORDER BY id`
+
+	sqlAnyUnsequenced = `SELECT EXISTS (SELECT 1 FROM changes WHERE pos IS NULL)`
+
+	sqlNumberChanges = `
+UPDATE changes c SET pos = v.pos, txn = v.txn
+FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[]) AS v(dkey, id, pos, txn)
+WHERE c.dkey = v.dkey AND c.id = v.id AND c.pos IS NULL`
+
+	sqlSetLast    = `UPDATE change_feed SET last = $1`
+	sqlSetVisible = `UPDATE change_feed SET visible = $1 WHERE visible < $1`
+
+	// feedChannel is the NOTIFY channel on which the sequencer tells the
+	// replicas' readers that positions became visible.
+	feedChannel = "pgtables_changes"
+	sqlNotify   = `SELECT pg_notify('` + feedChannel + `', $1::text)`
+	sqlListen   = `LISTEN ` + feedChannel
+
+	// sequenceChunk bounds the changes one sequencer transaction numbers.
+	sequenceChunk = 5000
+)
+
+// errSequencerBusy: another sequencer holds the change_feed row.
+var errSequencerBusy = errors.New("another sequencer is at work")
+
+// unsequenced is a change row waiting for its position.
+type unsequenced struct{ dkey, id, tag int64 }
+
+// sequenceOnce numbers the committed changes that have no position yet, up
+// to sequenceChunk of them, and makes them visible to readers. It returns
+// how many it numbered; errSequencerBusy when another sequencer is at it,
+// unless wait is set: then it waits for that one to finish.
+func (s *Store) sequenceOnce(ctx context.Context, wait bool) (int, error) {
+	var last, visible int64
+	var n int
+	lock := sqlLockFeed
+	if wait {
+		lock = sqlLockFeedWait
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, lock).Scan(&last, &visible); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return errSequencerBusy
+			}
+			return err
+		}
+		rows, err := queryUnsequenced(ctx, tx, sqlUnsequenced, sequenceChunk)
+		if err != nil {
+			return err
+		}
+		if len(rows) == sequenceChunk {
+			// The page may end inside a transaction: take the rest of
+			// the transactions it has begun.
+			tags := make([]int64, 0, 64)
+			seen := make(map[int64]bool)
+			for _, r := range rows {
+				if !seen[r.tag] {
+					seen[r.tag] = true
+					tags = append(tags, r.tag)
+				}
+			}
+			more, err := queryUnsequenced(ctx, tx, sqlUnsequencedOfTags, tags, rows[len(rows)-1].id)
+			if err != nil {
+				return err
+			}
+			rows = append(rows, more...)
+		}
+		if len(rows) == 0 {
+			return nil
+		}
+		dkeys, ids, pos, txns := numberChanges(rows, last)
+		if _, err := tx.Exec(ctx, sqlNumberChanges, dkeys, ids, pos, txns); err != nil {
+			return err
+		}
+		n = len(rows)
+		last += int64(n)
+		_, err = tx.Exec(ctx, sqlSetLast, last)
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, errSequencerBusy) {
+			return 0, err
+		}
+		return 0, classify(fmt.Errorf("sequence changes: %w", err))
+	}
+	if visible < last {
+		b := &pgx.Batch{}
+		b.Queue(sqlSetVisible, last)
+		b.Queue(sqlNotify, fmt.Sprint(last))
+		if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+			return n, classify(fmt.Errorf("publish changes: %w", err))
+		}
+		s.feed.wake()
+	}
+	return n, nil
+}
+
+func queryUnsequenced(ctx context.Context, tx pgx.Tx, sql string, args ...any) ([]unsequenced, error) {
+	rows, err := tx.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	var r unsequenced
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (unsequenced, error) {
+		err := row.Scan(&r.dkey, &r.id, &r.tag)
+		return r, err
+	})
+}
+
+// numberChanges gives rows, ordered by id, the positions after last: the
+// rows of one tag together, in id order, tags in the order of their first
+// row. It returns the columns of sqlNumberChanges.
+func numberChanges(rows []unsequenced, last int64) (dkeys, ids, pos, txns []int64) {
+	byTag := make(map[int64][]int, len(rows))
+	var order []int64
+	for i, r := range rows {
+		if _, ok := byTag[r.tag]; !ok {
+			order = append(order, r.tag)
+		}
+		byTag[r.tag] = append(byTag[r.tag], i)
+	}
+	n := len(rows)
+	dkeys, ids, pos, txns = make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n)
+	for _, tag := range order {
+		first := last + 1
+		for _, i := range byTag[tag] {
+			last++
+			dkeys, ids, pos, txns = append(dkeys, rows[i].dkey), append(ids, rows[i].id), append(pos, last), append(txns, first)
+		}
+	}
+	return dkeys, ids, pos, txns
+}
+
+// sequence runs the sequencer until nothing is left to number, or another
+// sequencer is at it. With wait, it waits for another sequencer instead:
+// when it returns, every change committed before the call is visible.
+func (s *Store) sequence(ctx context.Context, wait bool) error {
+	for {
+		n, err := s.sequenceOnce(ctx, wait)
+		if errors.Is(err, errSequencerBusy) {
+			return nil
+		}
+		if err != nil || n < sequenceChunk {
+			return err
+		}
+	}
+}
+
+// A feedHub wakes the change feed readers of this process that wait for
+// changes: on every position the sequencer makes visible, here or (by
+// NOTIFY) on another replica.
+type feedHub struct {
+	mu      sync.Mutex
+	ch      chan struct{}
+	kick    chan struct{} // a write committed a change: sequence soon
+	stopped chan struct{}
+	stop    sync.Once
+}
+
+func newFeedHub() *feedHub {
+	return &feedHub{ch: make(chan struct{}), kick: make(chan struct{}, 1), stopped: make(chan struct{})}
+}
+
+// wake wakes every waiting reader.
+func (h *feedHub) wake() {
+	h.mu.Lock()
+	close(h.ch)
+	h.ch = make(chan struct{})
+	h.mu.Unlock()
+}
+
+// signal returns the channel that the next wake closes.
+func (h *feedHub) signal() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ch
+}
+
+// ChangeSignal returns a channel closed when new changes may be visible
+// (take it before reading, so that no wake-up falls in between) and one
+// closed when the change feed stops (RunChangeFeed ended, as at shutdown).
+func (s *Store) ChangeSignal() (wake, stopped <-chan struct{}) {
+	return s.feed.signal(), s.feed.stopped
+}
+
+// changeWritten tells the sequencer of this process that a write of
+// account committed, with its changes if the account's feed is on.
+func (s *Store) changeWritten(account string) {
+	if !s.feedOn(account) {
+		return
+	}
+	select {
+	case s.feed.kick <- struct{}{}:
+	default:
+	}
+}
+
+// ChangeFeedTiming tunes RunChangeFeed; zero fields take the defaults.
+type ChangeFeedTiming struct {
+	// Spacing is the least time between two sequencer runs while writes
+	// keep coming (default 50 ms): a run per write would double the
+	// transactions.
+	Spacing time.Duration
+	// Poll is how often the sequencer looks for changes written through
+	// other replicas, and readers are woken when notifications are not
+	// coming (default 1 s).
+	Poll time.Duration
+	// PurgeEvery is how often changes past retention are purged (default
+	// 1 min).
+	PurgeEvery time.Duration
+}
+
+// RunChangeFeed sequences changes, wakes readers (LISTEN/NOTIFY, with a
+// poll as fallback) and purges changes past retention until ctx ends; then
+// waiting readers are told the feed stopped. Errors are logged and retried.
+func (s *Store) RunChangeFeed(ctx context.Context, timing ChangeFeedTiming, log *slog.Logger) {
+	defer s.feed.stop.Do(func() { close(s.feed.stopped) })
+	if timing.Spacing <= 0 {
+		timing.Spacing = 50 * time.Millisecond
+	}
+	if timing.Poll <= 0 {
+		timing.Poll = time.Second
+	}
+	if timing.PurgeEvery <= 0 {
+		timing.PurgeEvery = time.Minute
+	}
+	var listening sync.WaitGroup
+	listening.Go(func() { s.listenChanges(ctx, log) })
+	defer listening.Wait()
+	poll := time.NewTicker(timing.Poll)
+	defer poll.Stop()
+	nextPurge := time.Now()
+	var lastRun time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.feed.kick:
+			if d := timing.Spacing - time.Since(lastRun); d > 0 {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(d):
+				}
+			}
+		case <-poll.C:
+			// Readers re-check now and then, whatever notifications do.
+			s.feed.wake()
+			var any bool
+			if err := s.pool.QueryRow(ctx, sqlAnyUnsequenced).Scan(&any); err != nil || !any {
+				if err != nil && ctx.Err() == nil {
+					log.Warn("change feed: look for changes", "err", err)
+				}
+				break
+			}
+		}
+		lastRun = time.Now()
+		if err := s.sequence(ctx, false); err != nil && ctx.Err() == nil {
+			log.Warn("change feed: sequence changes", "err", err)
+		}
+		if time.Now().After(nextPurge) {
+			nextPurge = time.Now().Add(timing.PurgeEvery)
+			if _, err := s.PurgeChanges(ctx); err != nil && ctx.Err() == nil {
+				log.Warn("change feed: purge changes past retention", "err", err)
+			}
+		}
+	}
+}
+
+// listenChanges wakes readers on every notification of the sequencers,
+// from a connection of its own, reconnecting after failures.
+func (s *Store) listenChanges(ctx context.Context, log *slog.Logger) {
+	for delay := time.Second; ctx.Err() == nil; {
+		err := s.listenOnce(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		log.Warn("change feed: listen for changes", "err", err, "retry_in", delay)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 30*time.Second)
+	}
+}
+
+func (s *Store) listenOnce(ctx context.Context) error {
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, sqlListen); err != nil {
+		return err
+	}
+	for {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			return err
+		}
+		s.feed.wake()
+	}
+}

@@ -1,0 +1,143 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+)
+
+// readAll reads every change of the table after cursor, page by page.
+func readAll(t *testing.T, s *Store, table, cursor string, limit int) ([]Change, string) {
+	t.Helper()
+	var all []Change
+	for {
+		page, err := s.Changes(context.Background(), acct, table, cursor, limit)
+		if err != nil {
+			t.Fatalf("Changes(%s): %v", cursor, err)
+		}
+		all = append(all, page.Changes...)
+		if page.Cursor == cursor && len(page.Changes) > 0 {
+			t.Fatalf("cursor did not move past %d changes", len(page.Changes))
+		}
+		cursor = page.Cursor
+		if len(page.Changes) < limit {
+			return all, cursor
+		}
+	}
+}
+
+// Every kind of write records its change with what it did to the entity:
+// an upsert that creates is an insert, one that updates a replace or a
+// merge, and the entity after the change goes with it.
+func TestChangesRecordEveryWrite(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	if err := s.CreateTable(ctx, acct, "feed"); err != nil {
+		t.Fatal(err)
+	}
+	star, _ := ParseMatch([]string{"*"})
+	writes := []struct {
+		w    Write
+		want Op
+	}{
+		{Write{Op: OpInsert, PartitionKey: "p", RowKey: "a", Properties: props("n", 1)}, OpInsert},
+		{Write{Op: OpReplace, PartitionKey: "p", RowKey: "b", Properties: props("n", 2)}, OpInsert}, // upsert creating
+		{Write{Op: OpReplace, PartitionKey: "p", RowKey: "b", Properties: props("n", 3)}, OpReplace},
+		{Write{Op: OpMerge, PartitionKey: "p", RowKey: "c", Properties: props("n", 4)}, OpInsert},
+		{Write{Op: OpMerge, PartitionKey: "p", RowKey: "c", Properties: props("m", 5)}, OpMerge},
+		{Write{Op: OpMerge, PartitionKey: "p", RowKey: "a", Properties: props("m", 6), Match: star}, OpMerge},
+		{Write{Op: OpReplace, PartitionKey: "p", RowKey: "a", Properties: props("k", 7), Match: star}, OpReplace},
+		{Write{Op: OpDelete, PartitionKey: "p", RowKey: "b", Match: star}, OpDelete},
+	}
+	var etags []string
+	for i, w := range writes {
+		res, err := s.Write(ctx, acct, "feed", &w.w)
+		if err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+		etags = append(etags, res.ETag)
+	}
+	changes, _ := readAll(t, s, "feed", CursorOldest, 3)
+	if len(changes) != len(writes) {
+		t.Fatalf("%d changes, want %d", len(changes), len(writes))
+	}
+	for i, c := range changes {
+		w := writes[i]
+		if c.Op != w.want || c.PartitionKey != w.w.PartitionKey || c.RowKey != w.w.RowKey {
+			t.Errorf("change %d: %v %s/%s, want %v %s/%s", i, c.Op, c.PartitionKey, c.RowKey, w.want, w.w.PartitionKey, w.w.RowKey)
+		}
+		if w.want == OpDelete {
+			if c.Entity != nil || c.ETag != "" {
+				t.Errorf("change %d: a delete with an entity or ETag", i)
+			}
+			continue
+		}
+		if c.ETag != etags[i] {
+			t.Errorf("change %d: ETag %s, the write answered %s", i, c.ETag, etags[i])
+		}
+		if err := c.Entity.DecodeProperties(); err != nil {
+			t.Fatal(err)
+		}
+		if got := fmt.Sprint(c.Entity.Properties); got == "[]" {
+			t.Errorf("change %d: no properties", i)
+		}
+	}
+	// The merge of c kept n and added m.
+	if err := changes[4].Entity.DecodeProperties(); err != nil || len(changes[4].Entity.Properties) != 2 {
+		t.Errorf("merged entity: %+v, %v", changes[4].Entity.Properties, err)
+	}
+}
+
+// A failed write records nothing; the changes of a batch are contiguous,
+// in its order, with one txn.
+func TestChangesOfBatchesAndFailures(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	if err := s.CreateTable(ctx, acct, "feed"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Write(ctx, acct, "feed", &Write{Op: OpInsert, PartitionKey: "p", RowKey: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	// Fails on its last insert: nothing of it is written.
+	_, err := s.Batch(ctx, acct, "feed", []Write{
+		{Op: OpInsert, PartitionKey: "p", RowKey: "y"},
+		{Op: OpInsert, PartitionKey: "p", RowKey: "x"},
+	})
+	if !errors.Is(err, ErrEntityExists) {
+		t.Fatalf("batch: %v, want EntityExists", err)
+	}
+	if _, err := s.Write(ctx, acct, "feed", &Write{Op: OpInsert, PartitionKey: "p", RowKey: "x"}); !errors.Is(err, ErrEntityExists) {
+		t.Fatalf("insert again: %v", err)
+	}
+	var batch []Write
+	for _, rk := range []string{"k3", "k1", "k2"} {
+		batch = append(batch, Write{Op: OpInsert, PartitionKey: "q", RowKey: rk, Properties: props("v", rk)})
+	}
+	if _, err := s.Batch(ctx, acct, "feed", batch); err != nil {
+		t.Fatal(err)
+	}
+	mixed := []Write{
+		{Op: OpReplace, PartitionKey: "q", RowKey: "k2"},
+		{Op: OpInsert, PartitionKey: "q", RowKey: "k0"},
+		{Op: OpMerge, PartitionKey: "q", RowKey: "k1", Properties: props("w", 1)},
+	}
+	if _, err := s.Batch(ctx, acct, "feed", mixed); err != nil {
+		t.Fatal(err)
+	}
+	changes, _ := readAll(t, s, "feed", CursorOldest, 1000)
+	var got []string
+	for _, c := range changes {
+		got = append(got, fmt.Sprintf("%v %s/%s", c.Op, c.PartitionKey, c.RowKey))
+	}
+	want := []string{"insert p/x", "insert q/k3", "insert q/k1", "insert q/k2", "replace q/k2", "insert q/k0", "merge q/k1"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("changes %v, want %v", got, want)
+	}
+	if changes[1].Txn != changes[3].Txn || changes[4].Txn != changes[6].Txn || changes[0].Txn == changes[1].Txn || changes[3].Txn == changes[4].Txn {
+		t.Errorf("txns %v %v %v / %v %v %v", changes[1].Txn, changes[2].Txn, changes[3].Txn, changes[4].Txn, changes[5].Txn, changes[6].Txn)
+	}
+}
