@@ -395,7 +395,7 @@ func checkFeed(writes []*chaosWrite, changes []changefeed.Change) []string {
 	seen := map[*chaosWrite]int{} // the change's index
 	lastSeq := map[string]int{}
 	lastAcked := map[string]int{} // pk/rk: the index of its last acknowledged change
-	txnOf := map[string]string{} // a change's txn: the batch or write it belongs to
+	txnOf := map[string]string{}  // a change's txn: the batch or write it belongs to
 	for i, c := range changes {
 		var w *chaosWrite
 		if c.Op == changefeed.OpDelete {
