@@ -89,6 +89,21 @@ func TestChangesCommand(t *testing.T) {
 		t.Errorf("from now, caught up at once: %q %v", summary(lines), err)
 	}
 
+	// A table SAS that reads the table does, through the connection
+	// string; one that only adds does not.
+	for perms, ok := range map[string]bool{"r": true, "a": false} {
+		sas, err := aztables.SASSignatureValues{TableName: "Feed", Permissions: perms, ExpiryTime: time.Now().Add(time.Hour)}.Sign(cred)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		err = run(ctx, []string{"changes", "-connection-string", "SharedAccessSignature=" + sas + ";TableEndpoint=" + srv.URL + "/" + httpapi.DevAccount,
+			"-table", "Feed", "-from", "oldest"}, env(nil), &out, io.Discard)
+		if ok && (err != nil || strings.Count(out.String(), "\n") != 5) || !ok && (err == nil || !strings.Contains(err.Error(), "403")) {
+			t.Errorf("SAS sp=%s: %v, %d lines", perms, err, strings.Count(out.String(), "\n"))
+		}
+	}
+
 	// -follow waits for new changes until stopped.
 	fctx, stop := context.WithCancel(ctx)
 	var out syncBuffer
