@@ -393,7 +393,8 @@ func checkFeed(writes []*chaosWrite, changes []changefeed.Change) []string {
 		}
 	}
 	seen := map[*chaosWrite]int{} // the change's index
-	lastSeq := map[string]int{}
+	lastSeq := map[string]int{}   // pk: the latest acknowledged write seen
+	lastAt := map[string]int{}    // pk: its change's index
 	lastAcked := map[string]int{} // pk/rk: the index of its last acknowledged change
 	txnOf := map[string]string{}  // a change's txn: the batch or write it belongs to
 	for i, c := range changes {
@@ -429,9 +430,11 @@ func checkFeed(writes []*chaosWrite, changes []changefeed.Change) []string {
 		// it comes after its entity's acknowledged ones (below).
 		if w.outcome == acked {
 			if w.seq < lastSeq[w.pk] {
-				problems = append(problems, fmt.Sprintf("change %d (write %d of %s) after write %d of its partition", i, w.seq, w.pk, lastSeq[w.pk]))
+				j := lastAt[w.pk]
+				problems = append(problems, fmt.Sprintf("change %d (write %d of %s) after write %d of its partition (change %d):\n\t%s\n\t%s", i, w.seq, w.pk, lastSeq[w.pk], j, changes[j].Raw, c.Raw))
+			} else {
+				lastSeq[w.pk], lastAt[w.pk] = w.seq, i
 			}
-			lastSeq[w.pk] = max(lastSeq[w.pk], w.seq)
 			entity := w.pk + "/" + w.rk
 			lastAcked[entity] = max(lastAcked[entity], i)
 		}
@@ -684,8 +687,8 @@ func newCitusChaosDB(t *testing.T) *citusChaosDB {
 	if err := conn.QueryRow(ctx, `SELECT setting FROM pg_config WHERE name = 'BINDIR'`).Scan(&d.bin); err != nil {
 		t.Fatal(err)
 	}
-	// The coordinator, then a worker.
-	rows, err := conn.Query(ctx, `SELECT nodename, nodeport FROM pg_dist_node WHERE noderole = 'primary' ORDER BY groupid LIMIT 2`)
+	// The coordinator, then the workers; the first two are crashed.
+	rows, err := conn.Query(ctx, `SELECT nodename, nodeport FROM pg_dist_node WHERE noderole = 'primary' ORDER BY groupid`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -717,9 +720,54 @@ func newCitusChaosDB(t *testing.T) *citusChaosDB {
 			t.Fatal(err)
 		}
 		d.dirs[node] = dir
-		d.order = append(d.order, node)
+		if len(d.order) < 2 {
+			d.order = append(d.order, node)
+		}
+		durable(t, node)
 	}
 	return d
+}
+
+// durable makes a node commit synchronously while the test runs: a
+// throwaway cluster (cluster.sh's, CI's) commits asynchronously, and an
+// immediate stop would lose what it acknowledged last, table and feed
+// alike, which no change feed can give back.
+func durable(t *testing.T, node string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	url := "postgres://postgres@" + node + "/postgres?sslmode=disable"
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	var sync string
+	if err := c.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&sync); err != nil {
+		t.Fatal(err)
+	}
+	if sync == "on" {
+		return
+	}
+	for _, q := range []string{`ALTER SYSTEM SET synchronous_commit = on`, `SELECT pg_reload_conf()`} {
+		if _, err := c.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Errorf("synchronous_commit of %s left on: %v", node, err)
+			return
+		}
+		defer c.Close(ctx)
+		for _, q := range []string{`ALTER SYSTEM RESET synchronous_commit`, `SELECT pg_reload_conf()`} {
+			if _, err := c.Exec(ctx, q); err != nil {
+				t.Errorf("synchronous_commit of %s left on: %v", node, err)
+			}
+		}
+	})
 }
 
 func (d *citusChaosDB) url() string     { return d.dsn }
