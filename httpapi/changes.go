@@ -30,8 +30,10 @@ const (
 	maxChangesLimit = 1000
 	maxChangesWait  = 60 * time.Second
 	// changesRecheck is how often a waiting request reads again when no
-	// wake-up came (the store's notifications are the fast path).
-	changesRecheck = 2 * time.Second
+	// wake-up came: the store wakes waiting readers on every change, and
+	// polls for them while its notifications do not come; this catches
+	// a table deleted through another replica, which sends none.
+	changesRecheck = 5 * time.Second
 	// sseKeepalive is the interval of the stream's comment lines, which
 	// keep proxies from closing an idle stream.
 	sseKeepalive = 15 * time.Second
@@ -121,21 +123,7 @@ func (s *Server) serveChanges(c echo.Context) error {
 		rq.fail(errMethodNotAllowed)
 		return nil
 	}
-	rq.t = &target{account: account, pathStyle: true, rawPath: rawPath, rawQuery: rawQuery, table: table}
-	var err error
-	if rq.query, err = parseQuery(rawQuery); err != nil {
-		rq.fail(odata.Detailf(errInvalidQueryParam, "The query string is not well formed."))
-		return nil
-	}
-	if rq.acct = s.cfg.Accounts[account]; rq.acct == nil {
-		rq.fail(authFailed("The account %q does not exist.", account))
-		return nil
-	}
-	if rq.grant, err = s.authenticateRequest(rq); err != nil {
-		rq.fail(err)
-		return nil
-	}
-	if err := rq.authorizeTable(authQueryEntities, table); err != nil {
+	if err := rq.authorizeExtension(account, table, rawPath, rawQuery, authQueryEntities); err != nil {
 		rq.fail(err)
 		return nil
 	}
@@ -179,9 +167,10 @@ func (rq *request) pollChanges(account, table string, p changesParams) error {
 	st := rq.srv.store
 	deadline := time.Now().Add(p.wait)
 	cursor := p.cursor
+	read := st.Changes // the first read sees every change committed before
 	for {
 		wake, stopped := st.ChangeSignal()
-		page, err := st.Changes(ctx, account, table, cursor, p.limit)
+		page, err := read(ctx, account, table, cursor, p.limit)
 		if err != nil {
 			return err
 		}
@@ -190,7 +179,7 @@ func (rq *request) pollChanges(account, table string, p changesParams) error {
 			return rq.writeChanges(page)
 		}
 		// From now on "now" is where the first read found it.
-		cursor = page.Cursor
+		cursor, read = page.Cursor, st.ChangesWoken
 		timer := time.NewTimer(min(left, changesRecheck))
 		select {
 		case <-wake:
@@ -270,9 +259,10 @@ func (rq *request) streamChanges(account, table, cursor string) error {
 	defer keepalive.Stop()
 	started := false
 	var b []byte
+	read := st.Changes
 	for {
 		wake, stopped := st.ChangeSignal()
-		page, err := st.Changes(ctx, account, table, cursor, maxChangesLimit)
+		page, err := read(ctx, account, table, cursor, maxChangesLimit)
 		switch {
 		case err == nil:
 		case !started:
@@ -313,7 +303,7 @@ func (rq *request) streamChanges(account, table, cursor string) error {
 		if err := rc.Flush(); err != nil {
 			return nil
 		}
-		cursor = page.Cursor
+		cursor, read = page.Cursor, st.ChangesWoken
 		if len(page.Changes) == maxChangesLimit {
 			continue // more are there
 		}

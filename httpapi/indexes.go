@@ -97,21 +97,7 @@ func (s *Server) serveIndexes(c echo.Context) error {
 		rq.fail(errMethodNotAllowed)
 		return nil
 	}
-	rq.t = &target{account: p.account, pathStyle: true, rawPath: rawPath, rawQuery: rawQuery, table: p.table}
-	var err error
-	if rq.query, err = parseQuery(rawQuery); err != nil {
-		rq.fail(odata.Detailf(errInvalidQueryParam, "The query string is not well formed."))
-		return nil
-	}
-	if rq.acct = s.cfg.Accounts[p.account]; rq.acct == nil {
-		rq.fail(authFailed("The account %q does not exist.", p.account))
-		return nil
-	}
-	if rq.grant, err = s.authenticateRequest(rq); err != nil {
-		rq.fail(err)
-		return nil
-	}
-	if err := rq.authorizeTable(authManageIndexes, p.table); err != nil {
+	if err := rq.authorizeExtension(p.account, p.table, rawPath, rawQuery, authManageIndexes); err != nil {
 		rq.fail(err)
 		return nil
 	}
@@ -119,6 +105,23 @@ func (s *Server) serveIndexes(c echo.Context) error {
 		rq.fail(err)
 	}
 	return nil
+}
+
+// authorizeExtension authenticates a request of an API under /-/ on a
+// table of account, and authorizes op on that table.
+func (rq *request) authorizeExtension(account, table, rawPath, rawQuery string, op authOp) error {
+	rq.t = &target{account: account, pathStyle: true, rawPath: rawPath, rawQuery: rawQuery, table: table}
+	var err error
+	if rq.query, err = parseQuery(rawQuery); err != nil {
+		return odata.Detailf(errInvalidQueryParam, "The query string is not well formed.")
+	}
+	if rq.acct = rq.srv.cfg.Accounts[account]; rq.acct == nil {
+		return authFailed("The account %q does not exist.", account)
+	}
+	if rq.grant, err = rq.srv.authenticateRequest(rq); err != nil {
+		return err
+	}
+	return rq.authorizeTable(op, table)
 }
 
 // indexOperation runs an authenticated request of the index API.

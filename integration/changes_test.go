@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -189,6 +190,11 @@ func TestChangeFeedLongPoll(t *testing.T) {
 		done <- result{p, time.Now()}
 	}()
 	time.Sleep(500 * time.Millisecond)
+	// Waiting holds no database connection (the feed's LISTEN has one of
+	// its own, outside the pool).
+	if n := e.pool.Stat().AcquiredConns(); n != 0 {
+		t.Errorf("%d connections held while the long-poll waits", n)
+	}
 	wrote := time.Now()
 	if _, err := client.AddEntity(ctx, []byte(`{"PartitionKey":"p","RowKey":"after"}`), nil); err != nil {
 		t.Fatal(err)
@@ -375,7 +381,7 @@ func TestChangeFeedStream(t *testing.T) {
 	if _, err := client.AddEntity(ctx, []byte(`{"PartitionKey":"p","RowKey":"a"}`), nil); err != nil {
 		t.Fatal(err)
 	}
-	req := e.signedRequest(t, changesPath(table, "cursor=oldest"))
+	req := e.signedRequest(http.MethodGet, changesPath(table, "cursor=oldest"), nil)
 	req.Header.Set("Accept", "text/event-stream")
 	resp, err := e.httpClient().Do(req)
 	if err != nil {
@@ -439,7 +445,7 @@ func TestChangeFeedStream(t *testing.T) {
 	check(next(), "insert", "b")
 
 	// Resuming by Last-Event-ID from the first event.
-	req2 := e.signedRequest(t, changesPath(table, ""))
+	req2 := e.signedRequest(http.MethodGet, changesPath(table, ""), nil)
 	req2.Header.Set("Accept", "text/event-stream")
 	req2.Header.Set("Last-Event-ID", first[0])
 	ctx2, cancel := context.WithTimeout(ctx, 20*time.Second)
@@ -472,22 +478,6 @@ func TestChangeFeedStream(t *testing.T) {
 	}
 }
 
-// signedRequest is a GET of path signed as e.do signs.
-func (e *env) signedRequest(t *testing.T, path string) *http.Request {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, e.baseURL+"/", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rawPath, rawQuery, _ := strings.Cut(path, "?")
-	req.URL.Opaque = rawPath
-	req.URL.RawQuery = rawQuery
-	date := time.Now().UTC().Format(http.TimeFormat)
-	req.Header.Set("x-ms-date", date)
-	req.Header.Set("Authorization", "SharedKeyLite "+httpapi.DevAccount+":"+signLite(date, rawPath, rawQuery))
-	return req
-}
-
 // runChangeFeed runs the change feed's sequencer and notifications for
 // e's store until the test ends, as the server does.
 func (e *env) runChangeFeed() {
@@ -503,4 +493,43 @@ func (e *env) runChangeFeed() {
 		cancel()
 		<-done
 	})
+}
+
+// Shutting down (Drain, as on SIGTERM) answers waiting long-polls at once
+// and ends streams.
+func TestChangeFeedEndsOnShutdown(t *testing.T) {
+	t.Parallel()
+	e := newEnvWith(t, store.Options{})
+	_, table := e.newTable()
+	polled := make(chan changesWire, 1)
+	go func() { polled <- e.readChanges(table, "wait=60s") }()
+	req := e.signedRequest(http.MethodGet, changesPath(table, ""), nil)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := e.httpClient().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	streamEnded := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		close(streamEnded)
+	}()
+	time.Sleep(300 * time.Millisecond)
+	start := time.Now()
+	e.srv.Drain()
+	select {
+	case page := <-polled:
+		if len(page.Changes) != 0 || page.Cursor == "" {
+			t.Errorf("long-poll at shutdown: %+v", page)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the long-poll still waits after Drain")
+	}
+	select {
+	case <-streamEnded:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream still runs after Drain")
+	}
+	t.Logf("ended %v after Drain", time.Since(start))
 }

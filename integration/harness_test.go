@@ -166,22 +166,13 @@ type rawResponse struct {
 // for path-style requests) and goes on the wire unchanged.
 func (e *env) do(method, path string, header map[string]string, body []byte) *rawResponse {
 	e.t.Helper()
-	req, err := http.NewRequest(method, e.baseURL+"/", bytes.NewReader(body))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	rawPath, rawQuery, _ := strings.Cut(path, "?")
-	req.URL.Opaque = rawPath
-	req.URL.RawQuery = rawQuery
-	date := time.Now().UTC().Format(http.TimeFormat)
-	req.Header.Set("x-ms-date", date)
+	req := e.signedRequest(method, path, body)
 	req.Header.Set("x-ms-version", "2019-02-02")
 	req.Header.Set("Accept", "application/json;odata=minimalmetadata")
 	req.Header.Set("DataServiceVersion", "3.0")
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	req.Header.Set("Authorization", "SharedKeyLite "+httpapi.DevAccount+":"+signLite(date, rawPath, rawQuery))
 	for k, v := range header {
 		if v == "" {
 			req.Header.Del(k)
@@ -199,6 +190,23 @@ func (e *env) do(method, path string, header map[string]string, body []byte) *ra
 		e.t.Fatal(err)
 	}
 	return &rawResponse{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+// signedRequest is a request of path (as e.do takes it) with its date
+// and a Shared Key Lite signature of the development account.
+func (e *env) signedRequest(method, path string, body []byte) *http.Request {
+	e.t.Helper()
+	req, err := http.NewRequest(method, e.baseURL+"/", bytes.NewReader(body))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	rawPath, rawQuery, _ := strings.Cut(path, "?")
+	req.URL.Opaque = rawPath
+	req.URL.RawQuery = rawQuery
+	date := time.Now().UTC().Format(http.TimeFormat)
+	req.Header.Set("x-ms-date", date)
+	req.Header.Set("Authorization", "SharedKeyLite "+httpapi.DevAccount+":"+signLite(date, rawPath, rawQuery))
+	return req
 }
 
 func signLite(date, rawPath, rawQuery string) string {

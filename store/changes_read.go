@@ -105,6 +105,10 @@ func decodeCursor(s string) (tableID, pos int64, ok bool) {
 	if n <= 0 || n != len(b) || t > 1<<62 || p > 1<<62 {
 		return 0, 0, false
 	}
+	// One token per position: no padded varints, no stray bits.
+	if encodeCursor(int64(t), int64(p)) != s {
+		return 0, 0, false
+	}
 	return int64(t), int64(p), true
 }
 
@@ -112,8 +116,21 @@ func decodeCursor(s string) (tableID, pos int64, ok bool) {
 // (CursorNow, CursorOldest or a token of an earlier page), in feed order.
 // Errors: ErrChangeFeedOff, ErrTableNotFound, ErrInvalidCursor (malformed,
 // or of another table), *CursorExpiredError. The read holds a connection
-// only while it runs.
+// only while it runs. Every change committed before the call is in the
+// page or before the cursor: a reader reads its own writes.
 func (s *Store) Changes(ctx context.Context, account, table, cursor string, limit int) (*ChangePage, error) {
+	return s.changes(ctx, account, table, cursor, limit, true)
+}
+
+// ChangesWoken is Changes for a reader that waited and was woken
+// (ChangeSignal): changes that a sequencer at work is numbering are left
+// to it, which wakes the reader again when they are visible, so that the
+// readers woken together do not queue for the sequencer one after another.
+func (s *Store) ChangesWoken(ctx context.Context, account, table, cursor string, limit int) (*ChangePage, error) {
+	return s.changes(ctx, account, table, cursor, limit, false)
+}
+
+func (s *Store) changes(ctx context.Context, account, table, cursor string, limit int, fresh bool) (*ChangePage, error) {
 	if !s.feedOn(account) {
 		return nil, ErrChangeFeedOff
 	}
@@ -123,7 +140,7 @@ func (s *Store) Changes(ctx context.Context, account, table, cursor string, limi
 	if cursor == CursorNow || cursor == "" {
 		// "now" is after every change committed before the read, which
 		// may wait for the sequencer.
-		if _, err := s.sequenceWaiting(ctx); err != nil {
+		if _, err := s.sequenceWaiting(ctx, true); err != nil {
 			return nil, err
 		}
 	}
@@ -133,7 +150,7 @@ func (s *Store) Changes(ctx context.Context, account, table, cursor string, limi
 	}
 	// Nothing visible: changes may be waiting for a sequencer (none may
 	// run in this process, or it waits for its next run).
-	if waited, err := s.sequenceWaiting(ctx); err != nil || !waited {
+	if waited, err := s.sequenceWaiting(ctx, fresh); err != nil || !waited {
 		return page, err
 	}
 	// The page's cursor, not the request's: "now" stays where it was.
@@ -141,10 +158,14 @@ func (s *Store) Changes(ctx context.Context, account, table, cursor string, limi
 	return page, err
 }
 
-// sequenceWaiting makes every committed change visible, if some are not
+// sequenceWaiting makes the committed changes visible, if some are not
 // (not numbered yet, or numbered by a sequencer that has not published
-// them yet), and reports whether some were not.
-func (s *Store) sequenceWaiting(ctx context.Context) (bool, error) {
+// them yet), and reports whether some were not. With wait it waits for a
+// sequencer at work, and then every change committed before the call is
+// visible; without, it leaves the work to that one (which wakes the
+// waiting readers when done), so that readers woken together do not queue
+// for the sequencer's lock.
+func (s *Store) sequenceWaiting(ctx context.Context, wait bool) (bool, error) {
 	b := &pgx.Batch{}
 	b.Queue(sqlAnyUnsequenced)
 	b.Queue(sqlUnpublished)
@@ -163,7 +184,7 @@ func (s *Store) sequenceWaiting(ctx context.Context) (bool, error) {
 	if !unsequenced && !unpublished {
 		return false, nil
 	}
-	return true, s.sequence(ctx, true)
+	return true, s.sequence(ctx, wait)
 }
 
 // readChanges reads a page in one snapshot: the table, the feed's state

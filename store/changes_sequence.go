@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -21,11 +23,12 @@ import (
 // transaction stay together and in their write order, and transactions go
 // in the order of their first change's id (a sequence on each node): a
 // transaction that began after another committed comes after it. A reader
-// reads positions up to change_feed.visible, which a second transaction
-// raises once the numbering one has committed; on Citus a transaction that
+// reads positions up to change_feed.visible. On Citus a second transaction
+// raises it once the numbering one has committed: a transaction that
 // numbers rows on several nodes commits on each of them one after another,
 // and visible keeps readers from seeing a later node's rows before an
-// earlier node's.
+// earlier node's. One PostgreSQL commits at once and raises it in the
+// numbering transaction.
 const (
 	sqlLockFeed     = `SELECT last, visible FROM change_feed FOR UPDATE SKIP LOCKED`
 	sqlLockFeedWait = `SELECT last, visible FROM change_feed FOR UPDATE`
@@ -44,8 +47,9 @@ UPDATE changes c SET pos = v.pos, txn = v.txn
 FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[]) AS v(dkey, id, pos, txn)
 WHERE c.dkey = v.dkey AND c.id = v.id AND c.pos IS NULL`
 
-	sqlSetLast    = `UPDATE change_feed SET last = $1`
-	sqlSetVisible = `UPDATE change_feed SET visible = $1 WHERE visible < $1`
+	sqlSetLast        = `UPDATE change_feed SET last = $1`
+	sqlSetVisible     = `UPDATE change_feed SET visible = $1 WHERE visible < $1`
+	sqlSetLastVisible = `UPDATE change_feed SET last = $1, visible = $1`
 
 	// feedChannel is the NOTIFY channel on which the sequencer tells the
 	// replicas' readers that positions became visible.
@@ -70,6 +74,7 @@ type unsequenced struct{ dkey, id, tag int64 }
 func (s *Store) sequenceOnce(ctx context.Context, wait bool) (int, error) {
 	var last, visible int64
 	var n int
+	var published bool
 	lock := sqlLockFeed
 	if wait {
 		lock = sqlLockFeedWait
@@ -111,8 +116,21 @@ func (s *Store) sequenceOnce(ctx context.Context, wait bool) (int, error) {
 		}
 		n = len(rows)
 		last += int64(n)
-		_, err = tx.Exec(ctx, sqlSetLast, last)
-		return err
+		if s.distributed.Load() {
+			_, err = tx.Exec(ctx, sqlSetLast, last)
+			return err
+		}
+		// One PostgreSQL commits the numbering at once: it may publish
+		// it in the same transaction.
+		b := &pgx.Batch{}
+		b.Queue(sqlSetLastVisible, last)
+		b.Queue(sqlNotify, strconv.FormatInt(last, 10))
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+		visible = last
+		published = true
+		return nil
 	})
 	if err != nil {
 		if errors.Is(err, errSequencerBusy) {
@@ -123,10 +141,13 @@ func (s *Store) sequenceOnce(ctx context.Context, wait bool) (int, error) {
 	if visible < last {
 		b := &pgx.Batch{}
 		b.Queue(sqlSetVisible, last)
-		b.Queue(sqlNotify, fmt.Sprint(last))
+		b.Queue(sqlNotify, strconv.FormatInt(last, 10))
 		if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 			return n, classify(fmt.Errorf("publish changes: %w", err))
 		}
+		published = true
+	}
+	if published {
 		s.feed.wake()
 	}
 	return n, nil
@@ -192,6 +213,9 @@ type feedHub struct {
 	kick    chan struct{} // a write committed a change: sequence soon
 	stopped chan struct{}
 	stop    sync.Once
+	// running: RunChangeFeed runs, and sequences what writes kick;
+	// listening: its notifications come, so readers need no polling.
+	running, listening atomic.Bool
 }
 
 func newFeedHub() *feedHub {
@@ -226,6 +250,11 @@ func (s *Store) changeWritten(account string) {
 	if !s.feedOn(account) {
 		return
 	}
+	if !s.feed.running.Load() {
+		// No sequencer here: the waiting readers sequence when woken.
+		s.feed.wake()
+		return
+	}
 	select {
 	case s.feed.kick <- struct{}{}:
 	default:
@@ -251,6 +280,8 @@ type ChangeFeedTiming struct {
 // poll as fallback) and purges changes past retention until ctx ends; then
 // waiting readers are told the feed stopped. Errors are logged and retried.
 func (s *Store) RunChangeFeed(ctx context.Context, timing ChangeFeedTiming, log *slog.Logger) {
+	s.feed.running.Store(true)
+	defer s.feed.running.Store(false)
 	defer s.feed.stop.Do(func() { close(s.feed.stopped) })
 	if timing.Spacing <= 0 {
 		timing.Spacing = 50 * time.Millisecond
@@ -281,8 +312,10 @@ func (s *Store) RunChangeFeed(ctx context.Context, timing ChangeFeedTiming, log 
 				}
 			}
 		case <-poll.C:
-			// Readers re-check now and then, whatever notifications do.
-			s.feed.wake()
+			if !s.feed.listening.Load() {
+				// No notifications: readers re-check instead.
+				s.feed.wake()
+			}
 			var any bool
 			if err := s.pool.QueryRow(ctx, sqlAnyUnsequenced).Scan(&any); err != nil || !any {
 				if err != nil && ctx.Err() == nil {
@@ -331,6 +364,10 @@ func (s *Store) listenOnce(ctx context.Context) error {
 	if _, err := conn.Exec(ctx, sqlListen); err != nil {
 		return err
 	}
+	s.feed.listening.Store(true)
+	defer s.feed.listening.Store(false)
+	// Changes may have come while nobody listened.
+	s.feed.wake()
 	for {
 		if _, err := conn.WaitForNotification(ctx); err != nil {
 			return err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 )
 
 // readAll reads every change of the table after cursor, page by page.
@@ -140,4 +141,83 @@ func TestChangesOfBatchesAndFailures(t *testing.T) {
 	if changes[1].Txn != changes[3].Txn || changes[4].Txn != changes[6].Txn || changes[0].Txn == changes[1].Txn || changes[3].Txn == changes[4].Txn {
 		t.Errorf("txns %v %v %v / %v %v %v", changes[1].Txn, changes[2].Txn, changes[3].Txn, changes[4].Txn, changes[5].Txn, changes[6].Txn)
 	}
+}
+
+// The purge of a deleted table removes its changes with it, and leaves
+// those of the table created again under its name; retention removes
+// changes past it and moves the oldest cursor on.
+func TestChangesPurged(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	count := func(where string) int {
+		t.Helper()
+		var n int
+		if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM changes WHERE `+where).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if err := s.CreateTable(ctx, acct, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if _, err := s.Write(ctx, acct, "gone", &Write{Op: OpInsert, PartitionKey: "p", RowKey: fmt.Sprint(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Changes(ctx, acct, "gone", CursorNow, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteTable(ctx, acct, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Changes(ctx, acct, "gone", CursorOldest, 10); !errors.Is(err, ErrTableNotFound) {
+		t.Fatalf("feed of a deleted table: %v", err)
+	}
+	if err := s.CreateTable(ctx, acct, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Write(ctx, acct, "gone", &Write{Op: OpInsert, PartitionKey: "p", RowKey: "new"}); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		if _, err := s.PurgeOnce(ctx, PurgeConfig{Chunk: 100, Grace: 0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := count("true"); n != 1 {
+		t.Fatalf("%d changes after the purge, want the new table's one", n)
+	}
+
+	// Retention: everything is older than a millisecond.
+	s.opts.ChangeFeed.Retention = time.Millisecond
+	page, err := s.Changes(ctx, acct, "gone", CursorOldest, 10)
+	if err != nil || len(page.Changes) != 1 {
+		t.Fatalf("before retention: %+v %v", page, err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	if n, err := s.PurgeChanges(ctx); err != nil || n != 1 {
+		t.Fatalf("retention purged %d, %v", n, err)
+	}
+	_, err = s.Changes(ctx, acct, "gone", CursorOldest+"x", 10)
+	if !errors.Is(err, ErrInvalidCursor) {
+		t.Errorf("a malformed cursor: %v", err)
+	}
+	var expired *CursorExpiredError
+	if _, err := s.Changes(ctx, acct, "gone", encodeCursor(mustTableID(t, s, "gone"), 0), 10); !errors.As(err, &expired) {
+		t.Fatalf("a cursor before retention: %v", err)
+	}
+	if page, err := s.Changes(ctx, acct, "gone", expired.Oldest, 10); err != nil || len(page.Changes) != 0 {
+		t.Fatalf("from the oldest cursor: %+v %v", page, err)
+	}
+}
+
+func mustTableID(t *testing.T, s *Store, table string) int64 {
+	t.Helper()
+	var id int64
+	if err := s.pool.QueryRow(context.Background(), sqlLiveTableID, acct, table).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	return id
 }

@@ -279,10 +279,6 @@ func (s *Store) purgeTable(ctx context.Context, cfg PurgeConfig, id int64) (enti
 			entities = tag.RowsAffected()
 			switch {
 			case final && cur.final && entities == 0:
-				// The table's change feed ends with it (changes_read.go).
-				if _, err := tx.Exec(ctx, sqlPurgeTableChanges, id); err != nil {
-					return err
-				}
 				_, err := tx.Exec(ctx, sqlDropTombstone, id)
 				dropped = err == nil
 				return err
@@ -305,6 +301,15 @@ func (s *Store) purgeTable(ctx context.Context, cfg PurgeConfig, id int64) (enti
 	})
 	if err != nil {
 		return 0, false, err
+	}
+	if dropped {
+		// The table's change feed goes with it (changes_read.go). Not
+		// in the transaction above: on Citus it may not write tables
+		// after a second statement on many shards. Should this fail,
+		// retention removes the changes in time.
+		if _, err := s.pool.Exec(ctx, sqlPurgeTableChanges, id); err != nil {
+			return entities, dropped, classify(fmt.Errorf("purge changes of table %d: %w", id, err))
+		}
 	}
 	s.setCursor(id, next, dropped || !locked)
 	if locked && !dropped {

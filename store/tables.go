@@ -62,6 +62,7 @@ func (s *Store) DeleteTable(ctx context.Context, account, name string) error {
 	if tag.RowsAffected() == 0 {
 		return ErrTableNotFound
 	}
+	s.feed.wake() // the table's change streams end (changes_sequence.go)
 	return nil
 }
 
