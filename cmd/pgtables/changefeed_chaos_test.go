@@ -92,19 +92,19 @@ func TestChangeFeedChaos(t *testing.T) {
 
 	pause(2 * time.Second)
 	for round, node := range db.nodes() {
-		t.Logf("round %d: kill pgtables", round)
+		t.Logf("%s round %d: kill pgtables", time.Now().UTC().Format("15:04:05.000"), round)
 		srv.kill()
 		pause(300 * time.Millisecond)
 		srv.start()
 		pause(2 * time.Second)
 
-		t.Logf("round %d: stop %s at once", round, node)
+		t.Logf("%s round %d: stop %s at once", time.Now().UTC().Format("15:04:05.000"), round, node)
 		db.crash(node)
 		pause(time.Second)
 		db.start(node)
 		pause(2 * time.Second)
 
-		t.Logf("round %d: restart the reader; kill pgtables and stop %s together", round, node)
+		t.Logf("%s round %d: restart the reader; kill pgtables and stop %s together", time.Now().UTC().Format("15:04:05.000"), round, node)
 		rd.stop()
 		srv.kill()
 		db.crash(node)
