@@ -300,6 +300,7 @@ func (s *Store) RunChangeFeed(ctx context.Context, timing ChangeFeedTiming, log 
 	nextPurge := time.Now()
 	var lastRun time.Time
 	for {
+		work := true
 		select {
 		case <-ctx.Done():
 			return
@@ -316,17 +317,17 @@ func (s *Store) RunChangeFeed(ctx context.Context, timing ChangeFeedTiming, log 
 				// No notifications: readers re-check instead.
 				s.feed.wake()
 			}
-			var any bool
-			if err := s.pool.QueryRow(ctx, sqlAnyUnsequenced).Scan(&any); err != nil || !any {
-				if err != nil && ctx.Err() == nil {
-					log.Warn("change feed: look for changes", "err", err)
-				}
-				break
+			// Changes written through other replicas, or whose kick
+			// came while a run was on.
+			if err := s.pool.QueryRow(ctx, sqlAnyUnsequenced).Scan(&work); err != nil && ctx.Err() == nil {
+				log.Warn("change feed: look for changes", "err", err)
 			}
 		}
-		lastRun = time.Now()
-		if err := s.sequence(ctx, false); err != nil && ctx.Err() == nil {
-			log.Warn("change feed: sequence changes", "err", err)
+		if work {
+			lastRun = time.Now()
+			if err := s.sequence(ctx, false); err != nil && ctx.Err() == nil {
+				log.Warn("change feed: sequence changes", "err", err)
+			}
 		}
 		if time.Now().After(nextPurge) {
 			nextPurge = time.Now().Add(timing.PurgeEvery)
