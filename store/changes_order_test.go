@@ -252,7 +252,7 @@ func TestNumberChangesOfTwoNodes(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	const w = 1 << 48 // the first id of the worker of group 1
+	const w = 1 << 48      // the first id of the worker of group 1
 	rows := []unsequenced{ // in id order, as the sequencer reads them
 		{1, 5, 30, at(2000)},  // the coordinator's, after the worker came back
 		{1, 6, 31, at(2001)},  // the coordinator's
