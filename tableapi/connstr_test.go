@@ -36,3 +36,23 @@ func TestDial(t *testing.T) {
 		}
 	}
 }
+
+// Account names the account of a key client, or the endpoint's for a SAS
+// client: path-style or host-style.
+func TestClientAccount(t *testing.T) {
+	t.Parallel()
+	for conn, want := range map[string]string{
+		"UseDevelopmentStorage=true": "devstoreaccount1",
+		"SharedAccessSignature=sv=2019-02-02&sig=x;TableEndpoint=http://127.0.0.1:10002/acct1":    "acct1",
+		"SharedAccessSignature=sv=2019-02-02&sig=x;TableEndpoint=https://acct2.table.example.net": "acct2",
+		"SharedAccessSignature=sv=2019-02-02&sig=x;AccountName=acct3":                             "acct3",
+	} {
+		c, err := Dial(conn)
+		if err != nil {
+			t.Fatalf("%s: %v", conn, err)
+		}
+		if got := c.Account(); got != want {
+			t.Errorf("%s: account %q, want %q", conn, got, want)
+		}
+	}
+}

@@ -5,6 +5,7 @@
 //	pgtables migrate      apply database migrations and exit
 //	pgtables healthcheck  exit 0 when the local server's /-/ready answers 200
 //	pgtables index        create, list or drop property indexes
+//	pgtables changes      print a table's changes as JSON lines
 //	pgtables version      print the version
 //
 // Every setting is an environment variable with a flag twin; see
@@ -60,9 +61,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return copyTables(ctx, args, stdout, stderr)
 	case "index":
 		return indexCommand(ctx, args, getenv, stdout, stderr)
+	case "changes":
+		return changesCommand(ctx, args, getenv, stdout, stderr)
 	case "migrate", "serve", "healthcheck":
 	default:
-		return fmt.Errorf("unknown command %q (want serve, migrate, healthcheck, copy, index or version)", cmd)
+		return fmt.Errorf("unknown command %q (want serve, migrate, healthcheck, copy, index, changes or version)", cmd)
 	}
 	cfg, rest, err := parseConfig("pgtables "+cmd, args, getenv, stderr)
 	if err != nil {

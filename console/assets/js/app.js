@@ -510,7 +510,8 @@ async function viewEntities(main, table) {
     h('button', { type: 'button', id: 'export-json', onclick: () => download(table + '.json', 'application/json', exportJSON(loaded)) }, 'Export JSON'),
     h('button', { type: 'button', id: 'export-csv', onclick: () => download(table + '.csv', 'text/csv', exportCSV(loaded)) }, 'Export CSV'),
     h('button', { type: 'button', id: 'import', onclick: () => importInput.click() }, 'Import…'), importInput);
-  main.append(h('h1', {}, 'Table ', h('span', { id: 'table-name' }, table)), columns, queryForm, indexes.el, toolbar, indexHint, grid.element);
+  const changes = changesPanel(c, table);
+  main.append(h('h1', {}, 'Table ', h('span', { id: 'table-name' }, table)), columns, queryForm, indexes.el, changes, toolbar, indexHint, grid.element);
   await runQuery(false);
 }
 
@@ -586,6 +587,92 @@ function indexPanel(c, table, types) {
     prop.focus();
   };
   return { el, suggest };
+}
+
+// ---- live changes (a pgtables extension) ----
+
+/** MAX_CHANGES is how many changes the panel keeps, the newest. */
+const MAX_CHANGES = 200;
+
+/**
+ * changesPanel shows the table's changes as they commit, newest first,
+ * while the user has it started: a loop of long polls of the change feed
+ * (fetch, which can sign, unlike EventSource). It stops on Stop, when
+ * the view is left, or on an error other than the server's own (5xx and
+ * network failures are tried again). Each change's entity shows on
+ * demand.
+ */
+function changesPanel(c, table) {
+  const body = h('tbody', { id: 'changes-body' });
+  const status = h('p', { id: 'changes-status', class: 'muted' }, 'Stopped. Start to see each change as it commits, from now on.');
+  const toggle = h('button', { type: 'button', id: 'changes-toggle', class: 'primary' }, 'Start');
+  const el = h('details', { id: 'changes-panel' }, h('summary', {}, 'Changes'));
+  let ctl = null; // the running loop's AbortController
+  let seen = 0;
+  const stop = (text, isError) => {
+    if (ctl) ctl.abort();
+    ctl = null;
+    toggle.textContent = 'Start';
+    status.textContent = text;
+    status.className = isError ? 'err' : 'muted';
+  };
+  const row = (ch) => {
+    const entity = h('tr', { class: 'change-entity', hidden: true },
+      h('td', { colspan: 5 }, h('pre', {}, ch.entity ? JSON.stringify(ch.entity, null, 2) : '(deleted: no entity)')));
+    const show = h('button', { type: 'button', class: 'show-entity', 'aria-expanded': 'false', onclick: () => {
+      entity.hidden = !entity.hidden;
+      show.setAttribute('aria-expanded', String(!entity.hidden));
+      show.textContent = entity.hidden ? 'Entity' : 'Hide';
+    } }, 'Entity');
+    const time = ch.Timestamp ? new Date(ch.Timestamp) : null;
+    const main = h('tr', { class: 'change', 'data-op': ch.op, 'data-txn': ch.txn },
+      h('td', { title: ch.Timestamp || '' }, time && !isNaN(time) ? time.toLocaleTimeString() : ''),
+      h('td', { class: 'op op-' + ch.op }, ch.op), h('td', {}, ch.PartitionKey), h('td', {}, ch.RowKey), h('td', {}, show));
+    return [main, entity];
+  };
+  const follow = async (mine) => {
+    let cursor = 'now';
+    let failures = 0;
+    while (ctl === mine && el.isConnected) {
+      let page;
+      try {
+        page = await c.readChanges(table, { cursor, wait: '20s', signal: mine.signal });
+      } catch (err) {
+        if (ctl !== mine) return;
+        if (err instanceof ServiceError && err.status < 500) { stop(describe(err), true); return; }
+        failures++;
+        status.textContent = `${describe(err)}; trying again…`;
+        status.className = 'err';
+        await new Promise((r) => setTimeout(r, Math.min(10000, 500 * 2 ** failures)));
+        continue;
+      }
+      if (ctl !== mine) return;
+      failures = 0;
+      cursor = page.cursor;
+      for (const ch of page.changes) body.prepend(...row(ch));
+      seen += page.changes.length;
+      while (body.children.length > 2 * MAX_CHANGES) body.lastElementChild.remove();
+      status.className = 'muted';
+      status.textContent = `Following: ${count(seen, 'change', 'changes')} since started` +
+        (seen > MAX_CHANGES ? `, the newest ${MAX_CHANGES} shown.` : '.');
+    }
+    if (ctl === mine) stop('Stopped.');
+  };
+  toggle.addEventListener('click', () => {
+    if (ctl) { stop('Stopped.'); return; }
+    ctl = new AbortController();
+    seen = 0;
+    toggle.textContent = 'Stop';
+    status.className = 'muted';
+    status.textContent = 'Following: no changes since started.';
+    follow(ctl);
+  });
+  el.append(h('p', { class: 'muted' }, 'The committed changes of this table, newest first (a pgtables extension: its change feed).'),
+    h('div', { class: 'row' }, toggle, h('button', { type: 'button', id: 'changes-clear', onclick: () => body.replaceChildren() }, 'Clear')),
+    status,
+    h('div', { class: 'scroll changes-box' }, h('table', { class: 'data', id: 'changes' },
+      h('thead', {}, h('tr', {}, ['Time', 'Op', 'PartitionKey', 'RowKey', ''].map((t) => h('th', {}, t)))), body)));
+  return el;
 }
 
 /**

@@ -211,6 +211,28 @@ export class Client {
     await this.send('DELETE', this.indexPath(table, name), { root: true });
   }
 
+  // The change feed, a pgtables extension: it answers at the server's
+  // root, signed with the account key or with a SAS that reads the table.
+
+  /**
+   * readChanges returns the table's changes after cursor ('now', 'oldest'
+   * or a change's cursor): { changes, cursor }, waiting up to wait (a Go
+   * duration such as '20s') for one; signal aborts it.
+   */
+  async readChanges(table, { cursor, limit, wait, signal }) {
+    const q = new URLSearchParams();
+    if (cursor) q.set('cursor', cursor);
+    if (limit) q.set('limit', String(limit));
+    if (wait) q.set('wait', wait);
+    let qs = q.toString();
+    if (this.account.sas) qs = qs ? qs + '&' + this.account.sas : this.account.sas;
+    const url = new URL(this.account.endpoint).origin +
+      `/-/accounts/${encodeURIComponent(this.account.name)}/tables/${encodeURIComponent(table)}/changes` + (qs ? '?' + qs : '');
+    const resp = await fetch(url, { headers: this.headers('GET', url, '', { Accept: 'application/json' }), cache: 'no-store', signal });
+    if (resp.status >= 300) throw await errorOf(resp);
+    return resp.json();
+  }
+
   entityPath(table, pk, rk) {
     return `/${escapeName(table)}(PartitionKey='${escapeKey(pk)}',RowKey='${escapeKey(rk)}')`;
   }
