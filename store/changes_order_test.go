@@ -193,7 +193,8 @@ func TestChangesOrderWithoutSkipsCitus(t *testing.T) {
 // in the order of their first change.
 func TestNumberChanges(t *testing.T) {
 	t.Parallel()
-	rows := []unsequenced{{1, 10, 7}, {1, 11, 8}, {2, 12, 7}, {1, 13, 9}, {1, 14, 8}}
+	t0 := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
+	rows := []unsequenced{{1, 10, 7, t0}, {1, 11, 8, t0}, {2, 12, 7, t0}, {1, 13, 9, t0}, {1, 14, 8, t0}}
 	dkeys, ids, pos, txns := numberChanges(rows, 100)
 	if got, want := fmt.Sprint(ids), "[10 12 11 14 13]"; got != want {
 		t.Errorf("ids %s, want %s", got, want)
@@ -239,4 +240,38 @@ func FuzzCursor(f *testing.F) {
 			t.Errorf("%q decodes to %d %d, which encode to %q", s, id, pos, encodeCursor(id, pos))
 		}
 	})
+}
+
+// Ids of two nodes' sequences do not compare (Citus: the coordinator's
+// count from 1, a worker's from its group << 48): the sequencer keeps each
+// node's rows in id order and merges the nodes by when their transactions
+// began. Ordered by id alone, the coordinator's later changes of a
+// partition went before a worker's earlier ones that waited in the same
+// run, after the worker was down (TestChangeFeedChaos on Citus).
+func TestNumberChangesOfTwoNodes(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	const w = 1 << 48      // the first id of the worker of group 1
+	rows := []unsequenced{ // in id order, as the sequencer reads them
+		{1, 5, 30, at(2000)},  // the coordinator's, after the worker came back
+		{1, 6, 31, at(2001)},  // the coordinator's
+		{1, w + 7, 20, at(0)}, // the worker's, before it went down
+		{1, w + 8, 21, at(3)}, // the worker's: began before w+7 committed, written after
+		{1, w + 9, 21, at(3)}, // same transaction
+		{1, w + 10, 32, at(2500)},
+	}
+	_, ids, _, txns := numberChanges(rows, 0)
+	if got, want := fmt.Sprint(ids), fmt.Sprint([]int64{w + 7, w + 8, w + 9, 5, 6, w + 10}); got != want {
+		t.Errorf("ids %s, want %s", got, want)
+	}
+	if got, want := fmt.Sprint(txns), "[1 2 2 4 5 6]"; got != want {
+		t.Errorf("txns %s, want %s", got, want)
+	}
+	// Within a node, id order wins over the time a transaction began.
+	rows = []unsequenced{{1, w + 1, 1, at(10)}, {1, w + 2, 2, at(5)}, {1, 3, 3, at(7)}}
+	_, ids, _, _ = numberChanges(rows, 0)
+	if got, want := fmt.Sprint(ids), fmt.Sprint([]int64{3, w + 1, w + 2}); got != want {
+		t.Errorf("ids %s, want %s", got, want)
+	}
 }

@@ -34,11 +34,11 @@ const (
 	sqlLockFeedWait = `SELECT last, visible FROM change_feed FOR UPDATE`
 
 	sqlUnsequenced = `
-SELECT dkey, id, tag FROM changes WHERE pos IS NULL ORDER BY id LIMIT $1`
+SELECT dkey, id, tag, at FROM changes WHERE pos IS NULL ORDER BY id LIMIT $1`
 
 	// The rest of the transactions of a full page of sqlUnsequenced.
 	sqlUnsequencedOfTags = `
-SELECT dkey, id, tag FROM changes WHERE pos IS NULL AND tag = ANY($1) AND id > $2 ORDER BY id`
+SELECT dkey, id, tag, at FROM changes WHERE pos IS NULL AND tag = ANY($1) AND id > $2 ORDER BY id`
 
 	sqlAnyUnsequenced = `SELECT EXISTS (SELECT 1 FROM changes WHERE pos IS NULL)`
 
@@ -64,8 +64,12 @@ WHERE c.dkey = v.dkey AND c.id = v.id AND c.pos IS NULL`
 // errSequencerBusy: another sequencer holds the change_feed row.
 var errSequencerBusy = errors.New("another sequencer is at work")
 
-// unsequenced is a change row waiting for its position.
-type unsequenced struct{ dkey, id, tag int64 }
+// unsequenced is a change row waiting for its position: its key, its
+// transaction's tag and when that transaction began (the row's at).
+type unsequenced struct {
+	dkey, id, tag int64
+	at            time.Time
+}
 
 // sequenceOnce numbers the committed changes that have no position yet, up
 // to sequenceChunk of them, and makes them visible to readers. It returns
@@ -160,26 +164,28 @@ func queryUnsequenced(ctx context.Context, tx pgx.Tx, sql string, args ...any) (
 	}
 	var r unsequenced
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (unsequenced, error) {
-		err := row.Scan(&r.dkey, &r.id, &r.tag)
+		err := row.Scan(&r.dkey, &r.id, &r.tag, &r.at)
 		return r, err
 	})
 }
 
 // numberChanges gives rows, ordered by id, the positions after last: the
-// rows of one tag together, in id order, tags in the order of their first
-// row. It returns the columns of sqlNumberChanges.
+// rows of one tag together, tags in the order of their first row in
+// feedOrder. It returns the columns of sqlNumberChanges.
 func numberChanges(rows []unsequenced, last int64) (dkeys, ids, pos, txns []int64) {
+	order := feedOrder(rows)
 	byTag := make(map[int64][]int, len(rows))
-	var order []int64
-	for i, r := range rows {
+	var tags []int64
+	for _, i := range order {
+		r := rows[i]
 		if _, ok := byTag[r.tag]; !ok {
-			order = append(order, r.tag)
+			tags = append(tags, r.tag)
 		}
 		byTag[r.tag] = append(byTag[r.tag], i)
 	}
 	n := len(rows)
 	dkeys, ids, pos, txns = make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n)
-	for _, tag := range order {
+	for _, tag := range tags {
 		first := last + 1
 		for _, i := range byTag[tag] {
 			last++
@@ -187,6 +193,52 @@ func numberChanges(rows []unsequenced, last int64) (dkeys, ids, pos, txns []int6
 		}
 	}
 	return dkeys, ids, pos, txns
+}
+
+// idNode is the node whose sequence gave a change row its id. On Citus
+// the id is taken where the statement is planned: on the node that holds
+// the shard when pgtables routes it there, on the coordinator when it goes
+// through the coordinator (as it does for a while after a node refused a
+// connection), and each node's sequence counts in a range of its own
+// (group << 48). Ids of one node are in write order; ids of two nodes say
+// nothing about each other. On one PostgreSQL every id is of node 0.
+func idNode(id int64) int64 { return id >> 48 }
+
+// feedOrder returns the indexes of rows (ordered by id) in the order the
+// feed lists them: the rows of each node in id order, the nodes' rows
+// merged by when their transactions began. Ordering by id alone put a
+// partition's changes taken by the coordinator's sequence (small ids) after
+// earlier ones taken by a worker's (ids from 1 << 48) when both waited for
+// the same run, as they do after a worker was down.
+func feedOrder(rows []unsequenced) []int {
+	var nodes []int64
+	streams := make(map[int64][]int)
+	for i, r := range rows {
+		n := idNode(r.id)
+		if _, ok := streams[n]; !ok {
+			nodes = append(nodes, n)
+		}
+		streams[n] = append(streams[n], i)
+	}
+	order := make([]int, 0, len(rows))
+	if len(nodes) == 1 {
+		return append(order, streams[nodes[0]]...)
+	}
+	for len(order) < len(rows) {
+		best := int64(-1)
+		for _, n := range nodes {
+			s := streams[n]
+			if len(s) == 0 {
+				continue
+			}
+			if best < 0 || rows[s[0]].at.Before(rows[streams[best][0]].at) {
+				best = n
+			}
+		}
+		order = append(order, streams[best][0])
+		streams[best] = streams[best][1:]
+	}
+	return order
 }
 
 // sequence runs the sequencer until nothing is left to number, or another
