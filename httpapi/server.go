@@ -85,6 +85,8 @@ type Server struct {
 	serverHeader string    // the Server header's value
 	bodies       sync.Pool // *[]byte response buffers, see writeBody
 	lines        sync.Pool // *[]byte access log lines, see accessLog
+	signBufs     sync.Pool // *[]byte strings to sign, see authenticate
+	dates        dateCache // the last date header parsed, see authenticate
 	// serving is false until the schema is known to be migrated; until
 	// then protocol requests get a retryable 503.
 	serving atomic.Bool
