@@ -67,7 +67,7 @@ const (
 // outcome for the metrics and the access log.
 func (s *Server) authenticateRequest(rq *request) (grant, error) {
 	r := rq.r()
-	authz := r.Header.Get("Authorization")
+	authz := headerValue(r.Header, "Authorization")
 	scheme, cred, _ := strings.Cut(authz, " ")
 	var label string
 	var g grant
@@ -142,7 +142,7 @@ func authOutcome(err error) string {
 // The canonicalized resource is built from the raw request path, exactly
 // as the client sent it, because that is what each SDK signs.
 func (s *Server) authenticate(r *http.Request, t *target, acct *Account, query url.Values) error {
-	h := r.Header.Get("Authorization")
+	h := headerValue(r.Header, "Authorization")
 	if h == "" {
 		return authFailed("The request has no Authorization header.")
 	}
@@ -164,9 +164,9 @@ func (s *Server) authenticate(r *http.Request, t *target, acct *Account, query u
 	if err != nil {
 		return authFailed("The signature is not valid base64.")
 	}
-	date := r.Header.Get("x-ms-date")
+	date := headerValue(r.Header, "X-Ms-Date")
 	if date == "" {
-		date = r.Header.Get("Date")
+		date = headerValue(r.Header, "Date")
 	}
 	if date == "" {
 		return authFailed("Request date header not specified.")
@@ -194,8 +194,8 @@ func (s *Server) authenticate(r *http.Request, t *target, acct *Account, query u
 		toSign := (*bp)[:0]
 		if !lite {
 			toSign = append(append(toSign, r.Method...), '\n')
-			toSign = append(append(toSign, r.Header.Get("Content-MD5")...), '\n')
-			toSign = append(append(toSign, r.Header.Get("Content-Type")...), '\n')
+			toSign = append(append(toSign, headerValue(r.Header, "Content-Md5")...), '\n')
+			toSign = append(append(toSign, headerValue(r.Header, "Content-Type")...), '\n')
 		}
 		toSign = append(append(toSign, date...), '\n')
 		toSign = append(toSign, resource...)

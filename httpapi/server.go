@@ -237,7 +237,7 @@ func (s *Server) handle(c echo.Context) (err error) {
 		}
 	}
 	if !rq.xml {
-		if rq.format, err = odata.NegotiateFormat(rq.query.Get("$format"), r.Header.Get("Accept")); err != nil {
+		if rq.format, err = odata.NegotiateFormat(rq.query.Get("$format"), headerValue(r.Header, "Accept")); err != nil {
 			rq.fail(err)
 			return nil
 		}
@@ -275,10 +275,10 @@ func (rq *request) commonHeaders() bool {
 	set("Cache-Control", "no-cache")
 	set("X-Content-Type-Options", "nosniff")
 	set("Server", rq.srv.serverHeader)
-	if id := r.Header.Get("x-ms-client-request-id"); id != "" && len(id) <= 1024 && visibleASCII(id) {
+	if id := headerValue(r.Header, "X-Ms-Client-Request-Id"); id != "" && len(id) <= 1024 && visibleASCII(id) {
 		set("X-Ms-Client-Request-Id", id)
 	}
-	version := r.Header.Get("x-ms-version")
+	version := headerValue(r.Header, "X-Ms-Version")
 	switch {
 	case version == "":
 		set("X-Ms-Version", newestVersion)
@@ -425,7 +425,7 @@ func (rq *request) fail(err error) {
 	if ae.status == http.StatusUnauthorized && rq.srv.cfg.Bearer != nil {
 		h.Set("WWW-Authenticate", rq.srv.cfg.Bearer.challenge())
 	}
-	if h.Get("x-ms-request-id") == "" {
+	if headerValue(h, "X-Ms-Request-Id") == "" {
 		h.Set("x-ms-request-id", rq.id)
 	}
 	h.Set("x-ms-error-code", ae.code)
