@@ -84,12 +84,6 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 		c.SetRequest(r)
 
 		resp := c.Response()
-		resp.Before(func() {
-			h := resp.Header()
-			if resp.Status == http.StatusServiceUnavailable && headerValue(h, "Retry-After") == "" {
-				h.Set("Retry-After", retryAfterSeconds)
-			}
-		})
 		m := s.ops.metrics
 		m.inFlight.Inc()
 		defer m.inFlight.Dec()

@@ -429,6 +429,11 @@ func (rq *request) fail(err error) {
 		h.Set("x-ms-request-id", rq.id)
 	}
 	h.Set("x-ms-error-code", ae.code)
+	if ae.status == http.StatusServiceUnavailable && headerValue(h, "Retry-After") == "" {
+		// Every 503 of the protocol is written here: ServerBusy and the
+		// database's unavailability alike tell the client when to retry.
+		h.Set("Retry-After", retryAfterSeconds)
+	}
 	delete(h, "ETag")
 	h.Del("ETag")
 	// A request refused before its body was read may be malformed beyond
