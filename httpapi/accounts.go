@@ -34,7 +34,7 @@ type Account struct {
 // signedBy reports whether sig is the HMAC-SHA256 of msg under one of the
 // account's keys. Every key is tried, and each comparison takes constant
 // time, so the answer does not leak which key matched.
-func (a *Account) signedBy(msg string, sig []byte) bool {
+func (a *Account) signedBy(msg []byte, sig []byte) bool {
 	pooled := len(a.macs) == len(a.Keys) // not so in an Account built by hand
 	ok := false
 	var sum [sha256.Size]byte
@@ -47,7 +47,7 @@ func (a *Account) signedBy(msg string, sig []byte) bool {
 			mac = hmac.New(sha256.New, key)
 		}
 		mac.Reset()
-		mac.Write([]byte(msg))
+		mac.Write(msg)
 		if hmac.Equal(mac.Sum(sum[:0]), sig) {
 			ok = true
 		}

@@ -1,9 +1,11 @@
 package httpapi
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"net/http"
 	"net/url"
 	"slices"
 	"testing"
@@ -91,6 +93,41 @@ func TestParseAccounts(t *testing.T) {
 	for _, bad := range []string{"", "a:" + DevKey, "UPPER:" + DevKey, "acct1", "acct1:notbase64!", "acct1:" + DevKey + ";acct1:" + DevKey, "a-b-c:" + DevKey, "acct1:k:k:k"} {
 		if _, err := ParseAccounts(bad); err == nil {
 			t.Errorf("ParseAccounts(%q) accepted", bad)
+		}
+	}
+}
+
+func TestDateCacheParsesEachDate(t *testing.T) {
+	t.Parallel()
+	var c dateCache
+	for _, tc := range []struct {
+		date string
+		ok   bool
+	}{
+		{"Mon, 02 Jan 2006 15:04:05 GMT", true},
+		{"Mon, 02 Jan 2006 15:04:05 GMT", true}, // from the cache
+		{"Mon, 02 Jan 2006 15:04:06 GMT", true},
+		{"not a date", false},
+		{"not a date", false}, // a failure is not cached as a success
+		{"Mon, 02 Jan 2006 15:04:05 GMT", true},
+	} {
+		got, err := c.parse(tc.date)
+		want, wantErr := http.ParseTime(tc.date)
+		if (err == nil) != tc.ok || (wantErr == nil) != tc.ok || !got.Equal(want) {
+			t.Errorf("parse(%q) = %v, %v; want %v, %v", tc.date, got, err, want, wantErr)
+		}
+	}
+}
+
+func TestDecodeSignature(t *testing.T) {
+	t.Parallel()
+	long := base64.StdEncoding.EncodeToString(make([]byte, 100))
+	for _, sig := range []string{"", "AAAA", base64.StdEncoding.EncodeToString(make([]byte, 32)), long, "not base64!", long + "!"} {
+		var buf [48]byte
+		got, err := decodeSignature(buf[:], sig)
+		want, wantErr := base64.StdEncoding.DecodeString(sig)
+		if (err == nil) != (wantErr == nil) || err == nil && !bytes.Equal(got, want) {
+			t.Errorf("decodeSignature(%q) = %x, %v; want %x, %v", sig, got, err, want, wantErr)
 		}
 	}
 }

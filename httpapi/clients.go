@@ -21,5 +21,5 @@ import (
 //   - Its batches write key predicates without doubling the quotes in the
 //     keys, so its batch operations are read with the lenient key rule.
 func goSDK(h http.Header) bool {
-	return strings.Contains(h.Get("User-Agent"), "azsdk-go-aztables/")
+	return strings.Contains(headerValue(h, "User-Agent"), "azsdk-go-aztables/")
 }

@@ -20,7 +20,7 @@ import (
 // preflight answers a CORS preflight request. It is not authenticated.
 func (rq *request) preflight() error {
 	r := rq.r()
-	origin := r.Header.Get("Origin")
+	origin := headerValue(r.Header, "Origin")
 	method := r.Header.Get("Access-Control-Request-Method")
 	if origin == "" || method == "" {
 		return odata.Detailf(errInvalidHeader, "A required CORS header is not present.")
@@ -55,7 +55,7 @@ func (rq *request) preflight() error {
 // costs the headers.
 func (rq *request) corsHeaders() {
 	r := rq.r()
-	origin := r.Header.Get("Origin")
+	origin := headerValue(r.Header, "Origin")
 	if origin == "" {
 		return
 	}

@@ -91,12 +91,6 @@ func (s *Server) observe(next echo.HandlerFunc) echo.HandlerFunc {
 		c.SetRequest(r)
 
 		resp := c.Response()
-		resp.Before(func() {
-			h := resp.Header()
-			if resp.Status == http.StatusServiceUnavailable && h.Get("Retry-After") == "" {
-				h.Set("Retry-After", retryAfterSeconds)
-			}
-		})
 		m := s.ops.metrics
 		m.inFlight.Inc()
 		defer m.inFlight.Dec()
@@ -165,13 +159,13 @@ func (s *Server) accessLog(r *http.Request, resp *echo.Response, st *reqState, o
 		account:   account,
 		table:     table,
 		status:    resp.Status,
-		errorCode: h.Get("x-ms-error-code"),
+		errorCode: headerValue(h, "X-Ms-Error-Code"),
 		elapsed:   elapsed,
-		requestID: h.Get("x-ms-request-id"),
-		clientID:  odata.Truncate(r.Header.Get("x-ms-client-request-id"), 256),
+		requestID: headerValue(h, "X-Ms-Request-Id"),
+		clientID:  odata.Truncate(headerValue(r.Header, "X-Ms-Client-Request-Id"), 256),
 		bytesIn:   max(r.ContentLength, 0),
 		bytesOut:  resp.Size,
-		userAgent: odata.Truncate(r.Header.Get("User-Agent"), 256),
+		userAgent: odata.Truncate(headerValue(r.Header, "User-Agent"), 256),
 	}
 	if o := requestOrigin(r); o.ip.IsValid() {
 		rec.remoteIP = o.ip

@@ -41,7 +41,7 @@ func (rq *request) encoderAs(format odata.Format, table string) *odata.Encoder {
 // readJSONBody reads a JSON request body within the size limit.
 func (rq *request) readJSONBody() ([]byte, error) {
 	r := rq.r()
-	if ct := r.Header.Get("Content-Type"); ct != "" {
+	if ct := headerValue(r.Header, "Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		switch {
 		case err != nil:
@@ -190,4 +190,14 @@ func (rq *request) created(location string, fill func([]byte) []byte) error {
 		h.Set("Preference-Applied", "return-content")
 	}
 	return rq.writeBody(http.StatusCreated, fill)
+}
+
+// headerValue is h.Get(key) for a key given in canonical form: a map
+// lookup, without Get's canonicalization of the key, which costs a share
+// of every request and allocates for a key given in lower case.
+func headerValue(h http.Header, canonicalKey string) string {
+	if v := h[canonicalKey]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }

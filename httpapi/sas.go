@@ -89,7 +89,7 @@ func accountSASStringToSign(v *sasValues, account string) (string, bool) {
 func signatureMatches(sig []byte, acct *Account, toSign []string) bool {
 	ok := false
 	for _, s := range toSign {
-		if acct.signedBy(s, sig) {
+		if acct.signedBy([]byte(s), sig) {
 			ok = true
 		}
 	}

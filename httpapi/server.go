@@ -2,12 +2,13 @@ package httpapi
 
 import (
 	"context"
-	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -85,6 +86,8 @@ type Server struct {
 	serverHeader string    // the Server header's value
 	bodies       sync.Pool // *[]byte response buffers, see writeBody
 	lines        sync.Pool // *[]byte access log lines, see accessLog
+	signBufs     sync.Pool // *[]byte strings to sign, see authenticate
+	dates        dateCache // the last date header parsed, see authenticate
 	// serving is false until the schema is known to be migrated; until
 	// then protocol requests get a retryable 503.
 	serving atomic.Bool
@@ -234,7 +237,7 @@ func (s *Server) handle(c echo.Context) (err error) {
 		}
 	}
 	if !rq.xml {
-		if rq.format, err = odata.NegotiateFormat(rq.query.Get("$format"), r.Header.Get("Accept")); err != nil {
+		if rq.format, err = odata.NegotiateFormat(rq.query.Get("$format"), headerValue(r.Header, "Accept")); err != nil {
 			rq.fail(err)
 			return nil
 		}
@@ -272,10 +275,10 @@ func (rq *request) commonHeaders() bool {
 	set("Cache-Control", "no-cache")
 	set("X-Content-Type-Options", "nosniff")
 	set("Server", rq.srv.serverHeader)
-	if id := r.Header.Get("x-ms-client-request-id"); id != "" && len(id) <= 1024 && visibleASCII(id) {
+	if id := headerValue(r.Header, "X-Ms-Client-Request-Id"); id != "" && len(id) <= 1024 && visibleASCII(id) {
 		set("X-Ms-Client-Request-Id", id)
 	}
-	version := r.Header.Get("x-ms-version")
+	version := headerValue(r.Header, "X-Ms-Version")
 	switch {
 	case version == "":
 		set("X-Ms-Version", newestVersion)
@@ -422,10 +425,15 @@ func (rq *request) fail(err error) {
 	if ae.status == http.StatusUnauthorized && rq.srv.cfg.Bearer != nil {
 		h.Set("WWW-Authenticate", rq.srv.cfg.Bearer.challenge())
 	}
-	if h.Get("x-ms-request-id") == "" {
+	if headerValue(h, "X-Ms-Request-Id") == "" {
 		h.Set("x-ms-request-id", rq.id)
 	}
 	h.Set("x-ms-error-code", ae.code)
+	if ae.status == http.StatusServiceUnavailable && headerValue(h, "Retry-After") == "" {
+		// Every 503 of the protocol is written here: ServerBusy and the
+		// database's unavailability alike tell the client when to retry.
+		h.Set("Retry-After", retryAfterSeconds)
+	}
 	delete(h, "ETag")
 	h.Del("ETag")
 	// A request refused before its body was read may be malformed beyond
@@ -455,9 +463,14 @@ func (rq *request) fail(err error) {
 	_ = rq.c.Blob(ae.status, ctype, body)
 }
 
+// newRequestID returns a random (version 4) UUID. Its bits come from the
+// runtime's generator (ChaCha8, seeded from the system's entropy, one state
+// per thread) rather than crypto/rand: a request id identifies, it guards
+// nothing, and every request takes one.
 func newRequestID() string {
 	var b [16]byte
-	_, _ = rand.Read(b[:])
+	binary.LittleEndian.PutUint64(b[:8], rand.Uint64())
+	binary.LittleEndian.PutUint64(b[8:], rand.Uint64())
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
 	var s [36]byte

@@ -278,16 +278,19 @@ func (t *transcoder) str() ([]byte, bool) {
 	}
 	start := t.pos - 1
 	for t.pos < len(t.src) {
-		i := bytes.IndexAny(t.src[t.pos:], `"\`)
+		// The next quote, then any escape before it: both searches are
+		// IndexByte's vectorised scans, where IndexAny walks byte by byte,
+		// and stored strings seldom hold an escape.
+		i := bytes.IndexByte(t.src[t.pos:], '"')
 		if i < 0 {
 			return nil, false
 		}
-		t.pos += i
-		if t.src[t.pos] == '"' {
-			t.pos++
-			return t.src[start:t.pos], true
+		if j := bytes.IndexByte(t.src[t.pos:t.pos+i], '\\'); j >= 0 {
+			t.pos += j + 2 // an escape: skip the backslash and the escaped byte
+			continue
 		}
-		t.pos += 2 // an escape: skip the backslash and the escaped byte
+		t.pos += i + 1
+		return t.src[start:t.pos], true
 	}
 	return nil, false
 }

@@ -549,6 +549,7 @@ func (s *Store) placeRead(r *pointRead) *node {
 type pointRead struct {
 	op      combined
 	dest    [4]any
+	args    [5]any // op.args
 	tableID int64
 	// Value types, not pointers, for the nullable columns of the outer
 	// join: pgx scans pointers through reflection, allocating each time.
@@ -560,8 +561,9 @@ type pointRead struct {
 func newPointRead(account, lt, pk, rk string) *pointRead {
 	r := &pointRead{}
 	r.dest = [4]any{&r.tableID, &r.ts, &r.xmin, &r.props}
+	r.args = [5]any{account, lt, distributionKey(account, lt, pk), pk, rk}
 	r.op = combined{
-		sql: sqlGet, args: []any{account, lt, distributionKey(account, lt, pk), pk, rk}, scan: r.dest[:],
+		sql: sqlGet, args: r.args[:], scan: r.dest[:],
 		group: account + "\x00" + lt, merge: mergeGets, done: make(chan struct{}),
 	}
 	return r

@@ -177,7 +177,7 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	str(&c.tlsCert, "tls-cert", "PGTABLES_TLS_CERT", "", "PEM certificate (chain) file: serve HTTPS; needs -tls-key")
 	str(&c.tlsKey, "tls-key", "PGTABLES_TLS_KEY", "", "PEM private key file for -tls-cert")
 	str(&c.trustedProxies, "trusted-proxies", "PGTABLES_TRUSTED_PROXIES", "", "comma-separated CIDRs or addresses of proxies whose X-Forwarded-For/-Proto/-Host are believed")
-	str(&c.pprofListen, "pprof-listen", "PGTABLES_PPROF_LISTEN", "", "address of a separate listener serving Go's pprof profiles (e.g. 127.0.0.1:6060); empty: off")
+	str(&c.pprofListen, "pprof-listen", "PGTABLES_PPROF_LISTEN", "", "address of a separate listener serving Go's pprof profiles (e.g. 127.0.0.1:6060, or unix:PATH for a Unix socket); empty: off")
 
 	str(&c.oidcIssuers, "oidc-issuers", "PGTABLES_OIDC_ISSUERS", "", "comma-separated https URLs of the OpenID Connect issuers whose bearer tokens are accepted; empty: no bearer tokens")
 	str(&c.oidcAudiences, "oidc-audiences", "PGTABLES_OIDC_AUDIENCES", "https://storage.azure.com,https://storage.azure.com/", "comma-separated audiences (aud) a token must name one of")

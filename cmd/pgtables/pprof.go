@@ -6,14 +6,21 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"time"
 )
 
 // servePprof serves Go's profiles on their own listener, never on the
 // protocol port, and only when asked to: profiles reveal internals and cost
-// CPU while taken.
+// CPU while taken. An address "unix:PATH" listens on a Unix socket, for a
+// machine where no further TCP port may be opened (fetch with
+// curl --unix-socket PATH http://x/debug/pprof/profile).
 func servePprof(ctx context.Context, addr string, log *slog.Logger) error {
-	ln, err := net.Listen("tcp", addr)
+	network := "tcp"
+	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
+		network, addr = "unix", path
+	}
+	ln, err := net.Listen(network, addr)
 	if err != nil {
 		return err
 	}
