@@ -100,9 +100,10 @@ func (s *Store) queryEntities(ctx context.Context, account, table string, q Enti
 		return page, s.emptyPageTable(ctx, page, account, table)
 	}
 	ranges, exact := filter.KeyRanges(q.Filter, "PartitionKey", "RowKey")
+	cached := false
 	if q.Filter != nil && !exact && comparesProperties(q.Filter) {
 		var err error
-		if q.tableID, q.indexes, err = s.usableIndexes(ctx, account, table); err != nil {
+		if q.tableID, q.indexes, cached, err = s.cachedIndexes(ctx, account, table); err != nil {
 			return nil, err
 		}
 	}
@@ -123,6 +124,15 @@ func (s *Store) queryEntities(ctx context.Context, account, table string, q Enti
 	page, err := pageOf(first, account, table, q)
 	cancel()
 	switch {
+	case err == nil && cached && len(q.indexes) > 0 && len(page.Entities) == 0 && !page.More:
+		// Empty, perhaps because the cached table id is that of a table
+		// deleted since: the catalog tells, and that the table exists.
+		id, ixs, err := s.freshIndexes(ctx, account, table)
+		if err != nil || id == q.tableID {
+			return page, err
+		}
+		q.tableID, q.indexes = id, ixs
+		return s.queryEntities(ctx, account, table, q)
 	case err == nil:
 		return page, s.emptyPageTable(ctx, page, account, table)
 	case first.Err() == nil || ctx.Err() != nil:

@@ -45,6 +45,7 @@ type Store struct {
 	router        atomic.Pointer[router]      // see route.go
 	purge         purgeState                  // see Purge
 	builds        buildState                  // see CreateIndex
+	indexCache    indexCache                  // see indexes_cache.go
 }
 
 // Options tunes a Store; zero fields take the defaults.
@@ -79,6 +80,12 @@ type Options struct {
 	// MaxIndexes is how many property indexes one table may have
 	// (default DefaultMaxIndexes): each costs every write of the table.
 	MaxIndexes int
+	// IndexCacheTTL is how long a table's ready property indexes are
+	// known without reading the catalog again (default
+	// DefaultIndexCacheTTL): how soon a query uses an index that another
+	// server built, or stops naming one it dropped. Negative: read them
+	// for every page.
+	IndexCacheTTL time.Duration
 }
 
 // Defaults for Options.
@@ -111,6 +118,9 @@ func NewWithOptions(pool *pgxpool.Pool, opts Options) *Store {
 	}
 	if opts.MaxIndexes <= 0 {
 		opts.MaxIndexes = DefaultMaxIndexes
+	}
+	if opts.IndexCacheTTL == 0 {
+		opts.IndexCacheTTL = DefaultIndexCacheTTL
 	}
 	conns := int(pool.Config().MaxConns)
 	if opts.Combine <= 0 {
