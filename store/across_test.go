@@ -72,14 +72,11 @@ func TestCitusFilterAcrossPartitionsIsOneStatement(t *testing.T) {
 	}
 	// Each shard walks its primary key index in order and stops at the
 	// page's end, rather than reading all its rows and sorting them.
-	tx, err := reader.pool.Begin(ctx)
+	tx, err := reader.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: sqlAcrossBegin + sqlAcrossSettings})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // read only
-	if _, err := tx.Exec(ctx, sqlAcrossSettings); err != nil {
-		t.Fatal(err)
-	}
 	var id int64
 	if err := tx.QueryRow(ctx, sqlLiveTableID, acct, "t").Scan(&id); err != nil {
 		t.Fatal(err)

@@ -265,7 +265,9 @@ func (s *Store) dropIndex(ctx context.Context, tableID int64, name string) error
 	if err := s.indexDDL(ctx, sqlDropIndex+name); err != nil {
 		return classify(fmt.Errorf("drop index %s: %w", name, err))
 	}
-	if _, err := s.pool.Exec(ctx, sqlDeleteIndex, tableID, name); err != nil {
+	_, err := s.pool.Exec(ctx, sqlDeleteIndex, tableID, name)
+	s.indexCache.clear()
+	if err != nil {
 		return classify(fmt.Errorf("drop index %s: %w", name, err))
 	}
 	return nil

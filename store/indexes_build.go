@@ -201,6 +201,7 @@ func (s *Store) endBuild(ctx context.Context, tableID int64, ix Index, buildErr 
 		}
 	}
 	tag, err := s.pool.Exec(ctx, sqlSetIndexState, tableID, ix.Name, state, msg)
+	s.indexCache.clear() // the index is there for queries now
 	if err != nil {
 		s.buildEnded(ix.Name, fmt.Errorf("record build end: %w", err))
 		return

@@ -216,7 +216,7 @@ func explainQuery(t *testing.T, s *Store, table string, q EntityQuery) string {
 	t.Helper()
 	ctx := context.Background()
 	var err error
-	if q.tableID, q.indexes, err = s.usableIndexes(ctx, acct, table); err != nil {
+	if q.tableID, q.indexes, _, err = s.cachedIndexes(ctx, acct, table); err != nil {
 		t.Fatal(err)
 	}
 	sql, args, err := queryEntitiesSQL(s.distributed.Load(), acct, table, q)

@@ -100,9 +100,10 @@ func (s *Store) queryEntities(ctx context.Context, account, table string, q Enti
 		return page, s.emptyPageTable(ctx, page, account, table)
 	}
 	ranges, exact := filter.KeyRanges(q.Filter, "PartitionKey", "RowKey")
+	cached := false
 	if q.Filter != nil && !exact && comparesProperties(q.Filter) {
 		var err error
-		if q.tableID, q.indexes, err = s.usableIndexes(ctx, account, table); err != nil {
+		if q.tableID, q.indexes, cached, err = s.cachedIndexes(ctx, account, table); err != nil {
 			return nil, err
 		}
 	}
@@ -123,6 +124,16 @@ func (s *Store) queryEntities(ctx context.Context, account, table string, q Enti
 	page, err := pageOf(first, account, table, q)
 	cancel()
 	switch {
+	case err == nil && cached && len(page.Entities) == 0 && !page.More:
+		// Empty, perhaps because the cached table id is that of a table
+		// deleted since: the catalog tells, and that the table exists
+		// (which emptyPageTable would read otherwise).
+		id, ixs, err := s.freshIndexes(ctx, account, table)
+		if err != nil || id == q.tableID {
+			return page, err
+		}
+		q.tableID, q.indexes = id, ixs
+		return s.queryEntities(ctx, account, table, q)
 	case err == nil:
 		return page, s.emptyPageTable(ctx, page, account, table)
 	case first.Err() == nil || ctx.Err() != nil:
@@ -256,30 +267,50 @@ func runPageOn(ctx context.Context, db querier, top int, sql string, args []any)
 }
 
 // collectPage reads a page statement's rows, as runPageOn describes;
-// err is the error of sending the statement.
+// err is the error of sending the statement. Rows with a NULL key are the
+// counts of rows examined of a counted statement (examined.go), before
+// and after the page's rows.
 func collectPage(rows pgx.Rows, err error, top int) (*EntityPage, error) {
 	page := &EntityPage{Entities: make([]odata.Entity, 0, min(top, 64))}
 	if err != nil {
 		return page, classify(fmt.Errorf("query entities: %w", err))
 	}
+	defer rows.Close()
 	var (
-		pk, rk string
-		ts     int64
-		xmin   uint32
-		props  []byte
-		bytes  int
+		pk, rk        string
+		ts            int64
+		xmin          uint32
+		props         []byte
+		bytes, counts int
+		countedBefore int64
 	)
-	_, err = pgx.ForEachRow(rows, []any{&pk, &rk, &ts, &xmin, &props}, func() error {
+	for rows.Next() {
+		if rows.RawValues()[0] == nil {
+			if err := rows.Scan(nil, nil, &ts, nil, nil); err != nil {
+				return page, classify(fmt.Errorf("count examined rows: %w", err))
+			}
+			if counts++; counts == 1 {
+				countedBefore = ts
+			} else {
+				page.Examined, page.Counted = ts-countedBefore, true
+			}
+			continue
+		}
+		if page.More {
+			continue // up to the count after the page, if any
+		}
+		if err := rows.Scan(&pk, &rk, &ts, &xmin, &props); err != nil {
+			return page, classify(fmt.Errorf("query entities: %w", err))
+		}
 		if len(page.Entities) == top || (bytes > pageBytes && len(page.Entities) > 0) {
 			page.More, page.NextPK, page.NextRK = true, pk, rk
-			return errPageFull
+			continue
 		}
 		bytes += len(props)
 		// pgx gives each row its own props slice, so the page may keep it.
 		page.Entities = append(page.Entities, odata.Entity{PartitionKey: pk, RowKey: rk, Timestamp: ts, ETag: formatETag(ts, xmin, pk, rk), Stored: props})
-		return nil
-	})
-	if err != nil && !errors.Is(err, errPageFull) {
+	}
+	if err := rows.Err(); err != nil {
 		return page, classify(fmt.Errorf("query entities: %w", err))
 	}
 	return page, nil

@@ -49,6 +49,7 @@ type Store struct {
 	changeSQL     sync.Map                    // statements with their change recorded (changes.go)
 	feedOff       map[string]bool             // accounts whose change feed is off
 	feed          *feedHub                    // wakes change feed readers (changes_sequence.go)
+	indexCache    indexCache                  // see indexes_cache.go
 }
 
 // Options tunes a Store; zero fields take the defaults.
@@ -85,6 +86,12 @@ type Options struct {
 	MaxIndexes int
 	// ChangeFeed configures the change feed (changes.go).
 	ChangeFeed ChangeFeedConfig
+	// IndexCacheTTL is how long a table's ready property indexes are
+	// known without reading the catalog again (default
+	// DefaultIndexCacheTTL): how soon a query uses an index that another
+	// server built, or stops naming one it dropped. Negative: read them
+	// for every page.
+	IndexCacheTTL time.Duration
 }
 
 // Defaults for Options.
@@ -117,6 +124,9 @@ func NewWithOptions(pool *pgxpool.Pool, opts Options) *Store {
 	}
 	if opts.MaxIndexes <= 0 {
 		opts.MaxIndexes = DefaultMaxIndexes
+	}
+	if opts.IndexCacheTTL == 0 {
+		opts.IndexCacheTTL = DefaultIndexCacheTTL
 	}
 	conns := int(pool.Config().MaxConns)
 	if opts.Combine <= 0 {

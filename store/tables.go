@@ -59,6 +59,7 @@ func (s *Store) DeleteTable(ctx context.Context, account, name string) error {
 	if err != nil {
 		return classify(fmt.Errorf("delete table: %w", err))
 	}
+	s.indexCache.forget(account, name) // the name may soon be a new table's
 	if tag.RowsAffected() == 0 {
 		return ErrTableNotFound
 	}
