@@ -60,9 +60,14 @@ type combined struct {
 	// answer together; empty: none.
 	group string
 	merge merger
-	tag   pgconn.CommandTag
-	err   error
-	done  chan struct{}
+	// guard, when set, runs just before sql in the same implicit
+	// transaction: when it fails, sql has no effect and the statement
+	// fails with the guard's error (see writeByID).
+	guard     string
+	guardArgs []any
+	tag       pgconn.CommandTag
+	err       error
+	done      chan struct{}
 }
 
 // A merger builds one statement that answers several QueryRow statements
@@ -100,6 +105,12 @@ func newCombinerOn(pool *pgxpool.Pool, limit, ceiling int) *combiner {
 // queryRow runs sql and scans its one row into dest, as QueryRow().Scan.
 func (c *combiner) queryRow(ctx context.Context, key, sql string, args []any, dest ...any) error {
 	op := &combined{key: key, sql: sql, args: args, scan: dest, done: make(chan struct{})}
+	return c.submit(ctx, op)
+}
+
+// queryRowGuarded is queryRow with a guard (see combined.guard).
+func (c *combiner) queryRowGuarded(ctx context.Context, key, guard string, guardArgs []any, sql string, args []any, dest ...any) error {
+	op := &combined{key: key, sql: sql, args: args, scan: dest, guard: guard, guardArgs: guardArgs, done: make(chan struct{})}
 	return c.submit(ctx, op)
 }
 
@@ -198,19 +209,16 @@ func (c *combiner) send(ctx context.Context, batch []*combined) {
 			sql, args := u[0].merge(u)
 			b.Queue(sql, args...)
 		} else {
-			b.Queue(u[0].sql, u[0].args...)
+			queue(b, u[0])
 		}
 	}
 	br := c.pool.SendBatch(ctx, b)
 	var failed error
 	for _, u := range units {
-		switch op := u[0]; {
-		case len(u) > 1:
+		if len(u) > 1 {
 			answerMerged(br, u)
-		case op.scan != nil:
-			op.err = br.QueryRow().Scan(op.scan...)
-		default:
-			op.tag, op.err = br.Exec()
+		} else {
+			answer(br, u[0])
 		}
 		for _, op := range u {
 			if op.err != nil && !errors.Is(op.err, pgx.ErrNoRows) && failed == nil {
@@ -236,10 +244,44 @@ func (c *combiner) send(ctx context.Context, batch []*combined) {
 }
 
 func (c *combiner) sendAlone(ctx context.Context, op *combined) {
+	if op.guard != "" {
+		b := &pgx.Batch{}
+		queue(b, op)
+		br := c.pool.SendBatch(ctx, b)
+		answer(br, op)
+		if err := br.Close(); err != nil && op.err == nil {
+			op.err = err
+		}
+		return
+	}
 	if op.scan != nil {
 		op.tag, op.err = pgconn.CommandTag{}, c.alone.QueryRow(ctx, op.sql, op.args...).Scan(op.scan...)
 	} else {
 		op.tag, op.err = c.alone.Exec(ctx, op.sql, op.args...)
+	}
+}
+
+// queue adds op's statement, after its guard, to b.
+func queue(b *pgx.Batch, op *combined) {
+	if op.guard != "" {
+		b.Queue(op.guard, op.guardArgs...)
+	}
+	b.Queue(op.sql, op.args...)
+}
+
+// answer reads the results of op's statement, and of its guard, from br.
+func answer(br pgx.BatchResults, op *combined) {
+	var guardErr error
+	if op.guard != "" {
+		_, guardErr = br.Exec()
+	}
+	if op.scan != nil {
+		op.tag, op.err = pgconn.CommandTag{}, br.QueryRow().Scan(op.scan...)
+	} else {
+		op.tag, op.err = br.Exec()
+	}
+	if guardErr != nil {
+		op.err = guardErr
 	}
 }
 

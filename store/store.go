@@ -44,6 +44,7 @@ type Store struct {
 	distributed   atomic.Bool                 // see DetectDistribution
 	router        atomic.Pointer[router]      // see route.go
 	purge         purgeState                  // see Purge
+	tableIDs      tableIDs                    // see writeByID
 	builds        buildState                  // see CreateIndex
 }
 
