@@ -108,7 +108,14 @@ func testTableRecreated(t *testing.T, s, admin *Store) {
 			}
 		})
 	}
-	for range 12 {
+	// At least 12 incarnations, more on a slow machine until the
+	// operations are enough to tell.
+	opsSoFar := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(ops)
+	}
+	for k := 0; k < 12 || k < 60 && opsSoFar() < 1500; k++ {
 		if err := admin.CreateTable(ctx, acct, "t"); err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 
 	"github.com/jackc/pgerrcode"
@@ -115,7 +116,7 @@ func (s *Store) writeByID(ctx context.Context, account, lt string, w *Write, sql
 		}
 		args[0] = id
 		err = s.routed(account, lt, w.PartitionKey, func(_, writes *combiner, _ *pgxpool.Pool) error {
-			return writes.queryRowGuarded(ctx, writeKey(account, lt, w), sqlGuardTableLive, []any{id}, sql, args, dest...)
+			return writes.queryRowGuarded(ctx, writeKey(account, lt, w), tableGuard(id), sql, args, dest...)
 		})
 		if !tableGone(err) {
 			return err
@@ -125,6 +126,11 @@ func (s *Store) writeByID(ctx context.Context, account, lt string, w *Write, sql
 			return ErrTableNotFound
 		}
 	}
+}
+
+// tableGuard is the guard of a statement on table id.
+func tableGuard(id int64) *guard {
+	return &guard{key: strconv.FormatInt(id, 10), sql: sqlGuardTableLive, args: []any{id}}
 }
 
 // tableGone reports the failure of sqlGuardTableLive.
