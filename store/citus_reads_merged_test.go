@@ -7,30 +7,14 @@ import (
 	"testing"
 )
 
-// errGone stands for the failure of a table's guard in the tests' tables
-// of outcomes.
-var errGone = errors.New("guard failed")
-
 // On Citus the point reads of one table and shard that share a round trip
 // become one statement, which the shard's node answers itself (not by
-// running each read again alone), after one guard per table, and each
-// read gets its own outcome: the entity with its ETag, no entity, or, by
-// the id of a table deleted since, the guard's failure.
+// running each read again alone), and each read gets its own outcome: the
+// entity with its ETag, no entity, or no table.
 func TestCitusPointReadsMergedPerShard(t *testing.T) {
 	s := newCitusStore(t)
 	ctx := context.Background()
-	ids := map[string]int64{}
-	for _, table := range []string{"t", "gone"} {
-		if err := s.CreateTable(ctx, acct, table); err != nil {
-			t.Fatal(err)
-		}
-		id, err := s.liveTableID(ctx, acct, table)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids[table] = id
-	}
-	if err := s.DeleteTable(ctx, acct, "gone"); err != nil {
+	if err := s.CreateTable(ctx, acct, "t"); err != nil {
 		t.Fatal(err)
 	}
 	// Partitions of two shards: three of one, one of another.
@@ -65,20 +49,20 @@ func TestCitusPointReadsMergedPerShard(t *testing.T) {
 		want      error
 	}{
 		{"t", one[0], nil}, {"t", one[1], nil}, {"t", one[2], ErrEntityNotFound}, {"t", other[0], nil},
-		{"gone", one[0], errGone}, {"gone", one[1], errGone},
+		{"nope", one[0], ErrTableNotFound}, {"nope", one[1], ErrTableNotFound},
 	}
 	var reads []*pointRead
 	var batch []*combined
-	n := s.placeRead(newPointReadByID(ids["t"], acct, "t", one[0], "r"))
+	n := s.placeRead(newPointRead(acct, "t", one[0], "r"))
 	for _, tt := range tests {
-		r := newPointReadByID(ids[tt.table], acct, tt.table, tt.pk, "r")
+		r := newPointRead(acct, tableKey(tt.table), tt.pk, "r")
 		if got := s.placeRead(r); tt.pk == one[0] && got != n {
 			t.Fatalf("reads of one partition placed on two nodes")
 		}
 		reads = append(reads, r)
 		batch = append(batch, &r.op)
 	}
-	// The partition key hashes with the table's name: gone's partitions
+	// The partition key hashes with the table's name: nope's partitions
 	// lie where they lie.
 	want := map[string]bool{}
 	for _, tt := range tests {
@@ -108,12 +92,6 @@ func TestCitusPointReadsMergedPerShard(t *testing.T) {
 	}
 	c.send(ctx, batch)
 	for i, tt := range tests {
-		if tt.want == errGone {
-			if !tableGone(reads[i].op.err) {
-				t.Errorf("%s/%s: %v, want the guard's failure", tt.table, tt.pk, reads[i].op.err)
-			}
-			continue
-		}
 		e, err := reads[i].entity(reads[i].op.err)
 		if !errors.Is(err, tt.want) {
 			t.Errorf("%s/%s: %v, want %v", tt.table, tt.pk, err, tt.want)
@@ -129,18 +107,12 @@ func TestCitusPointReadsMergedPerShard(t *testing.T) {
 }
 
 // Reads of several shards in one merged statement, as after a shard split
-// that the cached placements do not know of yet, still get their own
-// entities: Citus runs the statement on both shards (the merged read by
-// name, a join with tables, it could not plan: each read was then run
-// again alone).
-func TestCitusPointReadsOfTwoShardsAnswered(t *testing.T) {
+// that the cached placements do not know of yet, fail it, and each read is
+// answered alone.
+func TestCitusPointReadsOfTwoShardsAnsweredAlone(t *testing.T) {
 	s := newCitusStore(t)
 	ctx := context.Background()
 	if err := s.CreateTable(ctx, acct, "t"); err != nil {
-		t.Fatal(err)
-	}
-	id, err := s.liveTableID(ctx, acct, "t")
-	if err != nil {
 		t.Fatal(err)
 	}
 	rt := s.router.Load()
@@ -158,11 +130,19 @@ func TestCitusPointReadsOfTwoShardsAnswered(t *testing.T) {
 		if _, err := s.Write(ctx, acct, "t", &Write{Op: OpInsert, PartitionKey: pk, RowKey: "r"}); err != nil {
 			t.Fatal(err)
 		}
-		r := newPointReadByID(id, acct, "t", pk, "r")
+		r := newPointRead(acct, "t", pk, "r")
 		s.placeRead(r)
 		r.op.group = "stale" // one shard, as the placements had it
 		reads = append(reads, r)
 		batch = append(batch, &r.op)
+	}
+	sql, args := mergeShardGets(batch)
+	rows, _ := s.pool.Query(ctx, sql, args...)
+	rows.Close()
+	if rows.Err() == nil {
+		// Citus 12.1 fails it ("could not find attribute -2"); were it to
+		// plan it one day, this test would no longer test the fallback.
+		t.Error("a merged read of two shards ran on Citus")
 	}
 	s.reads.send(ctx, batch)
 	for i, r := range reads {

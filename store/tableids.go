@@ -35,7 +35,14 @@ import (
 // (migration 0004), made the node run a second distributed statement
 // nested in the write, each time planned anew: twice the node's CPU of
 // the same INSERT with its id given (pgbench on a worker: 385-440 µs
-// against 165-180, and 70-120 µs for the guard).
+// against 165-180, and 70-120 µs for the guard). The writes of one round
+// trip to a node share the guard of their table (see guard).
+//
+// Point reads keep their join with tables: read by the cached id after
+// the guard, they cost as much or more (pgtables-bench on the 3-node
+// cluster, 16 clients: 492 µs of CPU a read against 497 for the join, 811
+// against 632 for the mixed scenario, at load 25-40), the guard being a
+// statement of its own where the join rides in the read.
 
 // sqlGuardTableLive fails with division_by_zero when table $1 is no
 // longer live: a failure, not an empty answer, is what stops the write
@@ -54,36 +61,38 @@ type tableIDs struct {
 	ids map[string]int64
 }
 
-func (c *tableIDs) get(key string) (int64, bool) {
+func tableIDKey(account, lt string) string { return account + "\x00" + lt }
+
+func (c *tableIDs) get(account, lt string) (int64, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	id, ok := c.ids[key]
+	id, ok := c.ids[tableIDKey(account, lt)]
 	return id, ok
 }
 
-func (c *tableIDs) put(key string, id int64) {
+func (c *tableIDs) put(account, lt string, id int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.ids == nil || len(c.ids) >= maxTableIDs {
 		c.ids = map[string]int64{}
 	}
-	c.ids[key] = id
+	c.ids[tableIDKey(account, lt)] = id
 }
 
-// forget drops key's entry if it still is id.
-func (c *tableIDs) forget(key string, id int64) {
+// forget drops the entry of account's table lt if it still is id (-1:
+// whatever it is).
+func (c *tableIDs) forget(account, lt string, id int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.ids[key] == id {
-		delete(c.ids, key)
+	if k := tableIDKey(account, lt); id < 0 || c.ids[k] == id {
+		delete(c.ids, k)
 	}
 }
 
 // liveTableID returns the id of account's live table lt, from the cache
 // or else the database: ErrTableNotFound when there is none.
 func (s *Store) liveTableID(ctx context.Context, account, lt string) (int64, error) {
-	key := account + "\x00" + lt
-	if id, ok := s.tableIDs.get(key); ok {
+	if id, ok := s.tableIDs.get(account, lt); ok {
 		return id, nil
 	}
 	var id int64
@@ -94,7 +103,7 @@ func (s *Store) liveTableID(ctx context.Context, account, lt string) (int64, err
 	if err != nil {
 		return 0, classify(fmt.Errorf("find table: %w", err))
 	}
-	s.tableIDs.put(key, id)
+	s.tableIDs.put(account, lt, id)
 	return id, nil
 }
 
@@ -121,7 +130,7 @@ func (s *Store) writeByID(ctx context.Context, account, lt string, w *Write, sql
 		if !tableGone(err) {
 			return err
 		}
-		s.tableIDs.forget(account+"\x00"+lt, id)
+		s.tableIDs.forget(account, lt, id)
 		if retried {
 			return ErrTableNotFound
 		}

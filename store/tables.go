@@ -59,6 +59,9 @@ func (s *Store) DeleteTable(ctx context.Context, account, name string) error {
 	if err != nil {
 		return classify(fmt.Errorf("delete table: %w", err))
 	}
+	// Other replicas find out by the guard of their next statement on it
+	// (tableids.go); this one need not.
+	s.tableIDs.forget(account, tableKey(name), -1)
 	if tag.RowsAffected() == 0 {
 		return ErrTableNotFound
 	}
