@@ -15,8 +15,9 @@ import (
 	"github.com/pgtables/pgtables/odata"
 )
 
-// Every statement finds its table through the live name, so an entity of a
-// deleted (still purging) table can never be read or written.
+// Every statement finds its table through the live name, or by an id that
+// a guard in the same transaction finds live (tableids.go), so an entity
+// of a deleted (still purging) table can never be read or written.
 const liveTable = `(SELECT id FROM tables WHERE account = $1 AND lname = $2 AND deleted_at IS NULL)`
 
 // Statements on one entity take account, table (lower case) and the
