@@ -63,6 +63,12 @@ func TestCitusPartitionStatementsRunOnOneShard(t *testing.T) {
 	if n := tasks(t, sqlMerge+sqlReturning, acct, "t", dk, "p", "r", []byte(`{}`), 0, int64(1)); n != "1" {
 		t.Errorf("merge: %s tasks", n)
 	}
+	if n := tasks(t, sqlReplace+sqlVersionReplace+sqlReturning, acct, "t", dk, "p", "r", []byte(`{}`), 0, int64(1), int64(1), uint32(1)); n != "1" {
+		t.Errorf("conditional replace: %s tasks", n)
+	}
+	if n := tasks(t, sqlDelete+sqlVersionDelete, acct, "t", dk, "p", "r", int64(1), uint32(1)); n != "1" {
+		t.Errorf("conditional delete: %s tasks", n)
+	}
 	for _, tc := range []struct {
 		filter string
 		one    bool
@@ -87,11 +93,12 @@ func TestCitusPartitionStatementsRunOnOneShard(t *testing.T) {
 	}
 }
 
-// On Citus the inserts and Insert Or Replace name their table's id through
-// live_table_id in INSERT ... VALUES, which goes to the partition's shard
-// in one step; the single node's INSERT ... SELECT FROM tables would run
-// in two through the coordinator. A missing or deleted table still gets
-// ErrTableNotFound, alone and inside an entity group transaction.
+// On Citus a single insert and Insert Or Replace name their table's id in
+// INSERT ... VALUES, which goes to the partition's shard in one step, and
+// so do a batch's through live_table_id; the single node's INSERT ...
+// SELECT FROM tables would run in two through the coordinator. A missing
+// or deleted table still gets ErrTableNotFound, alone and inside an
+// entity group transaction.
 func TestCitusInsertsGoStraightToTheShard(t *testing.T) {
 	s := newCitusStore(t)
 	ctx := context.Background()
@@ -101,9 +108,9 @@ func TestCitusInsertsGoStraightToTheShard(t *testing.T) {
 	if err := s.CreateTable(ctx, acct, "t"); err != nil {
 		t.Fatal(err)
 	}
-	plan := func(sql string) string {
+	plan := func(sql string, args ...any) string {
 		t.Helper()
-		rows, err := s.pool.Query(ctx, "EXPLAIN "+sql, acct, "t", distributionKey(acct, "t", "p"), "p", "r", int64(1), 10, []byte(`{}`))
+		rows, err := s.pool.Query(ctx, "EXPLAIN "+sql, args...)
 		if err != nil {
 			t.Fatalf("%s: %v", sql, err)
 		}
@@ -118,12 +125,23 @@ func TestCitusInsertsGoStraightToTheShard(t *testing.T) {
 		}
 		return b.String()
 	}
-	for name, sql := range map[string]string{"insert": citusInserts.insert, "insert or replace": citusInserts.upsertReplace} {
-		if p := plan(sql); strings.Contains(p, "INSERT ... SELECT") || !strings.Contains(p, "Task Count: 1") {
-			t.Errorf("%s is not routed to one shard:\n%s", name, p)
+	byName := []any{acct, "t", distributionKey(acct, "t", "p"), "p", "r", int64(1), 10, []byte(`{}`)}
+	byID := []any{int64(1), distributionKey(acct, "t", "p"), "p", "r", int64(1), 10, []byte(`{}`)}
+	for _, tc := range []struct {
+		name string
+		sql  string
+		args []any
+	}{
+		{"insert", sqlInsertByID, byID},
+		{"insert or replace", sqlUpsertReplaceByID, byID},
+		{"batch's insert", citusInserts.insert, byName},
+		{"batch's insert or replace", citusInserts.upsertReplace, byName},
+	} {
+		if p := plan(tc.sql, tc.args...); strings.Contains(p, "INSERT ... SELECT") || !strings.Contains(p, "Task Count: 1") {
+			t.Errorf("%s is not routed to one shard:\n%s", tc.name, p)
 		}
 	}
-	if p := plan(singleNodeInserts.insert); !strings.Contains(p, "INSERT ... SELECT") {
+	if p := plan(singleNodeInserts.insert, byName...); !strings.Contains(p, "INSERT ... SELECT") {
 		t.Errorf("the single node's insert has a one-step plan on Citus too; the test no longer tells:\n%s", p)
 	}
 
@@ -154,16 +172,12 @@ func TestCitusInsertsGoStraightToTheShard(t *testing.T) {
 	}
 }
 
-// On Citus the conditional Replace and the Delete take Citus's fast path:
-// the table's id comes from live_table_id, evaluated before routing, not
-// from a subquery, which would make Citus plan the whole statement anew
-// on every call.
-func TestCitusUpdatesTakeTheFastPath(t *testing.T) {
+// On Citus the guard that checks a cached table id (tableids.go) takes
+// Citus's fast path: a plan of the statement on the node's copy of tables
+// that the node caches, rather than planning it anew on every call.
+func TestCitusTableGuardTakesTheFastPath(t *testing.T) {
 	s := newCitusStore(t)
 	ctx := context.Background()
-	if s.updates() != &citusUpdates {
-		t.Fatal("a distributed store uses the single node's updates")
-	}
 	if err := s.CreateTable(ctx, acct, "t"); err != nil {
 		t.Fatal(err)
 	}
@@ -193,9 +207,8 @@ func TestCitusUpdatesTakeTheFastPath(t *testing.T) {
 		args []any
 		want bool
 	}{
-		{"replace", citusUpdates.replace + sqlVersionReplace + sqlReturning, []any{acct, "t", dk, "p", "r", []byte(`{}`), 10, int64(1), int64(1), uint32(1)}, true},
-		{"delete", citusUpdates.delete + sqlVersionDelete, []any{acct, "t", dk, "p", "r", int64(1), uint32(1)}, true},
-		{"single node's replace", sqlReplace + sqlReturning, []any{acct, "t", dk, "p", "r", []byte(`{}`), 10, int64(1)}, false},
+		{"guard", sqlGuardTableLive, []any{int64(1)}, true},
+		{"conditional replace", sqlReplace + sqlReturning, []any{acct, "t", dk, "p", "r", []byte(`{}`), 10, int64(1)}, false},
 	} {
 		if got := fastPath(tc.sql, tc.args...); got != tc.want {
 			t.Errorf("%s: fast path %v, want %v; Citus said %q", tc.name, got, tc.want, notices)

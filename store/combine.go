@@ -60,9 +60,20 @@ type combined struct {
 	// answer together; empty: none.
 	group string
 	merge merger
+	guard *guard // nil: none
 	tag   pgconn.CommandTag
 	err   error
 	done  chan struct{}
+}
+
+// A guard is a statement that runs before a statement in the same
+// implicit transaction: when the guard fails, the statement has no effect
+// and fails with the guard's error (see tableids.go). Statements of one
+// round trip whose guards have the same key share one.
+type guard struct {
+	key  string
+	sql  string
+	args []any
 }
 
 // A merger builds one statement that answers several QueryRow statements
@@ -100,6 +111,12 @@ func newCombinerOn(pool *pgxpool.Pool, limit, ceiling int) *combiner {
 // queryRow runs sql and scans its one row into dest, as QueryRow().Scan.
 func (c *combiner) queryRow(ctx context.Context, key, sql string, args []any, dest ...any) error {
 	op := &combined{key: key, sql: sql, args: args, scan: dest, done: make(chan struct{})}
+	return c.submit(ctx, op)
+}
+
+// queryRowGuarded is queryRow after g (see guard).
+func (c *combiner) queryRowGuarded(ctx context.Context, key string, g *guard, sql string, args []any, dest ...any) error {
+	op := &combined{key: key, sql: sql, args: args, scan: dest, guard: g, done: make(chan struct{})}
 	return c.submit(ctx, op)
 }
 
@@ -193,7 +210,10 @@ func (c *combiner) send(ctx context.Context, batch []*combined) {
 	slices.SortStableFunc(batch, func(a, b *combined) int { return cmp.Compare(a.key, b.key) })
 	units := groupStatements(batch)
 	b := &pgx.Batch{}
-	for _, u := range units {
+	for i, u := range units {
+		if firstGuard(units, i) {
+			b.Queue(u[0].guard.sql, u[0].guard.args...)
+		}
 		if len(u) > 1 {
 			sql, args := u[0].merge(u)
 			b.Queue(sql, args...)
@@ -203,14 +223,20 @@ func (c *combiner) send(ctx context.Context, batch []*combined) {
 	}
 	br := c.pool.SendBatch(ctx, b)
 	var failed error
-	for _, u := range units {
-		switch op := u[0]; {
-		case len(u) > 1:
+	for i, u := range units {
+		var guardErr error
+		if firstGuard(units, i) {
+			_, guardErr = br.Exec()
+		}
+		if len(u) > 1 {
 			answerMerged(br, u)
-		case op.scan != nil:
-			op.err = br.QueryRow().Scan(op.scan...)
-		default:
-			op.tag, op.err = br.Exec()
+		} else {
+			answer(br, u[0])
+		}
+		if guardErr != nil {
+			for _, op := range u {
+				op.err = guardErr
+			}
 		}
 		for _, op := range u {
 			if op.err != nil && !errors.Is(op.err, pgx.ErrNoRows) && failed == nil {
@@ -236,10 +262,49 @@ func (c *combiner) send(ctx context.Context, batch []*combined) {
 }
 
 func (c *combiner) sendAlone(ctx context.Context, op *combined) {
+	if op.guard != nil {
+		b := &pgx.Batch{}
+		b.Queue(op.guard.sql, op.guard.args...)
+		b.Queue(op.sql, op.args...)
+		br := c.pool.SendBatch(ctx, b)
+		_, guardErr := br.Exec()
+		answer(br, op)
+		if err := br.Close(); err != nil && op.err == nil {
+			op.err = err
+		}
+		if guardErr != nil {
+			op.err = guardErr
+		}
+		return
+	}
 	if op.scan != nil {
 		op.tag, op.err = pgconn.CommandTag{}, c.alone.QueryRow(ctx, op.sql, op.args...).Scan(op.scan...)
 	} else {
 		op.tag, op.err = c.alone.Exec(ctx, op.sql, op.args...)
+	}
+}
+
+// firstGuard reports whether the statement of units[i] has a guard that
+// no statement before it in the round trip shares.
+func firstGuard(units [][]*combined, i int) bool {
+	g := units[i][0].guard
+	if g == nil {
+		return false
+	}
+	for _, u := range units[:i] {
+		if u[0].guard != nil && u[0].guard.key == g.key {
+			return false
+		}
+	}
+	return true
+}
+
+// answer reads the result of op's statement from br.
+func answer(br pgx.BatchResults, op *combined) {
+	if op.scan != nil {
+		op.tag, op.err = pgconn.CommandTag{}, br.QueryRow().Scan(op.scan...)
+	} else {
+		op.tag, op.err = br.Exec()
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
@@ -16,22 +15,24 @@ import (
 	"github.com/pgtables/pgtables/odata"
 )
 
-// Every statement finds its table through the live name, so an entity of a
-// deleted (still purging) table can never be read or written.
+// Every statement finds its table through the live name, or by an id that
+// a guard in the same transaction finds live (tableids.go), so an entity
+// of a deleted (still purging) table can never be read or written.
 const liveTable = `(SELECT id FROM tables WHERE account = $1 AND lname = $2 AND deleted_at IS NULL)`
 
 // Statements on one entity take account, table (lower case) and the
 // partition's distribution key as $1, $2, $3 (distribution.go), then the
 // PartitionKey and RowKey as $4, $5.
 //
-// The inserts and upserts find their table's id in one of two ways. On a
-// single node, INSERT ... SELECT FROM tables: no row when the table is
+// The inserts and upserts find their table's id in one of three ways. On
+// a single node, INSERT ... SELECT FROM tables: no row when the table is
 // missing. On Citus that form runs in two steps through the coordinator,
 // about ten times slower than an INSERT ... VALUES, which goes straight to
-// the partition's shard; there the id comes from live_table_id (migration
-// 0004), evaluated on the coordinator before the statement is routed, and
-// a missing table makes it NULL, which the NOT NULL column refuses
-// (isMissingTableID). Insert Or Merge keeps the first form on Citus too.
+// the partition's shard: a single write there names the id, cached and
+// guarded (tableids.go); a write of a batch, in its transaction, takes it
+// from live_table_id (migration 0004), and a missing table makes it NULL,
+// which the NOT NULL column refuses (isMissingTableID). Insert Or Merge
+// keeps the first form on Citus too.
 const (
 	insertHead = `
 INSERT INTO entities (table_id, dkey, pk, rk, ts, size, props)`
@@ -77,42 +78,14 @@ var (
 		upsertMerge:   insertHead + fromLiveTable + upsertMergeTail,
 	}
 	// Citus refuses the merge's subquery in an INSERT ... VALUES; that
-	// one keeps the two steps.
+	// one keeps the two steps. Only a batch's writes use these (see
+	// writesByID).
 	citusInserts = insertStatements{
 		insert:        insertHead + valuesLiveTable + insertTail,
 		upsertReplace: insertHead + valuesLiveTable + upsertReplaceTail,
 		upsertMerge:   insertHead + fromLiveTable + upsertMergeTail,
 	}
 )
-
-// updateStatements are Replace and Delete with a condition, by one way of
-// finding the table's id.
-type updateStatements struct{ replace, delete string }
-
-var (
-	singleNodeUpdates = updateStatements{replace: sqlReplace, delete: sqlDelete}
-	// On Citus the table's id comes from live_table_id, which Citus
-	// evaluates before it routes a write, rather than from a subquery: a
-	// statement without one takes Citus's fast path (a plan of the shard
-	// statement that the node caches) instead of being planned anew each
-	// time. Nothing else changes: the id is the live table's of that name
-	// when the statement runs, as with the subquery. Merge keeps its
-	// subquery (the property count), hence the router.
-	citusUpdates = updateStatements{
-		replace: strings.Replace(sqlReplace, liveTable, sqlLiveTableIDCall, 1),
-		delete:  strings.Replace(sqlDelete, liveTable, sqlLiveTableIDCall, 1),
-	}
-)
-
-const sqlLiveTableIDCall = `live_table_id($1, $2)`
-
-// updates returns the statements for the schema's layout.
-func (s *Store) updates() *updateStatements {
-	if s.distributed.Load() {
-		return &citusUpdates
-	}
-	return &singleNodeUpdates
-}
 
 // inserts returns the statements for the schema's layout.
 func (s *Store) inserts() *insertStatements {
@@ -121,6 +94,14 @@ func (s *Store) inserts() *insertStatements {
 	}
 	return &singleNodeInserts
 }
+
+// The inserts of a single write on Citus, by the table's id ($1; see
+// tableids.go), in the order of sqlInsertByID's parameters.
+const (
+	valuesTableID = `
+VALUES ($1, $2, $3, $4, $5, $6, $7)`
+	sqlUpsertReplaceByID = insertHead + valuesTableID + upsertReplaceTail
+)
 
 // isMissingTableID reports the error of a Citus insert into a missing
 // table: live_table_id gave NULL. No other column of those statements can
@@ -185,10 +166,7 @@ SELECT ts, xmin, props FROM entities WHERE table_id = $1 AND dkey = $2 AND pk = 
 	sqlLiveTableID = `
 SELECT id FROM tables WHERE account = $1 AND lname = $2 AND deleted_at IS NULL`
 
-	sqlInsertByID = `
-INSERT INTO entities (table_id, dkey, pk, rk, ts, size, props) VALUES ($1, $2, $3, $4, $5, $6, $7)
-ON CONFLICT (table_id, pk, rk, dkey) DO NOTHING
-RETURNING xmin`
+	sqlInsertByID = insertHead + valuesTableID + insertTail
 
 	sqlUpdateByID = `
 UPDATE entities SET props = $5, size = $6, ts = GREATEST($7, ts + 1)
@@ -256,9 +234,16 @@ func (s *Store) insert(ctx context.Context, q querier, account, lt string, w *Wr
 	props := odata.AppendStored(nil, w.Properties)
 	size := odata.EntitySize(w.PartitionKey, w.RowKey, w.Properties)
 	var xmin uint32
-	sql, args := s.captured(account, w, changeInsert, s.inserts().insert, []any{account, lt, distributionKey(account, lt, w.PartitionKey), w.PartitionKey, w.RowKey, now, size, props})
-	err := s.writeRow(ctx, q, account, lt, w, sql, args, &xmin)
-	if isMissingTableID(err) {
+	var err error
+	dkey := distributionKey(account, lt, w.PartitionKey)
+	if s.writesByID(q) {
+		sql, args := s.captured(account, w, changeInsert, sqlInsertByID, []any{nil, dkey, w.PartitionKey, w.RowKey, now, size, props})
+		err = s.writeByID(ctx, account, lt, w, sql, args, &xmin)
+	} else {
+		sql, args := s.captured(account, w, changeInsert, s.inserts().insert, []any{account, lt, dkey, w.PartitionKey, w.RowKey, now, size, props})
+		err = s.writeRow(ctx, q, account, lt, w, sql, args, &xmin)
+	}
+	if isMissingTableID(err) || errors.Is(err, ErrTableNotFound) {
 		return Result{}, ErrTableNotFound
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -285,11 +270,24 @@ func (s *Store) replace(ctx context.Context, q querier, account, lt string, w *W
 	args := []any{account, lt, distributionKey(account, lt, w.PartitionKey), w.PartitionKey, w.RowKey}
 	switch w.Match.kind {
 	case matchNone:
+		if s.writesByID(q) {
+			var xmin uint32
+			var ts int64
+			sql, args := s.captured(account, w, changeUpsertReplace, sqlUpsertReplaceByID, []any{nil, args[2], w.PartitionKey, w.RowKey, now, size, props})
+			err := s.writeByID(ctx, account, lt, w, sql, args, &xmin, &ts)
+			if errors.Is(err, ErrTableNotFound) {
+				return Result{}, err
+			}
+			if err != nil {
+				return Result{}, classify(fmt.Errorf("replace entity: %w", err))
+			}
+			return Result{Timestamp: ts, ETag: formatETag(ts, xmin, w.PartitionKey, w.RowKey)}, nil
+		}
 		sql, args, op = s.inserts().upsertReplace, append(args, now, size, props), changeUpsertReplace
 	case matchAny:
-		sql, args = s.updates().replace+sqlReturning, append(args, props, size, now)
+		sql, args = sqlReplace+sqlReturning, append(args, props, size, now)
 	case matchETag:
-		sql, args = s.updates().replace+sqlVersionReplace+sqlReturning, append(args, props, size, now, w.Match.ts, w.Match.xmin)
+		sql, args = sqlReplace+sqlVersionReplace+sqlReturning, append(args, props, size, now, w.Match.ts, w.Match.xmin)
 	default:
 		return Result{}, s.whyNot(ctx, q, account, lt, w.PartitionKey, w.RowKey)
 	}
@@ -433,9 +431,9 @@ func (s *Store) delete(ctx context.Context, q querier, account, lt string, w *Wr
 	args := []any{account, lt, distributionKey(account, lt, w.PartitionKey), w.PartitionKey, w.RowKey}
 	switch w.Match.kind {
 	case matchAny:
-		sql = s.updates().delete
+		sql = sqlDelete
 	case matchETag:
-		sql = s.updates().delete + sqlVersionDelete
+		sql = sqlDelete + sqlVersionDelete
 		args = append(args, w.Match.ts, w.Match.xmin)
 	default:
 		return Result{}, s.whyNot(ctx, q, account, lt, w.PartitionKey, w.RowKey)

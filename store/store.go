@@ -45,6 +45,7 @@ type Store struct {
 	distributed   atomic.Bool                 // see DetectDistribution
 	router        atomic.Pointer[router]      // see route.go
 	purge         purgeState                  // see Purge
+	tableIDs      tableIDs                    // see writeByID
 	builds        buildState                  // see CreateIndex
 	changeSQL     sync.Map                    // statements with their change recorded (changes.go)
 	feedOff       map[string]bool             // accounts whose change feed is off

@@ -60,6 +60,9 @@ func (s *Store) DeleteTable(ctx context.Context, account, name string) error {
 		return classify(fmt.Errorf("delete table: %w", err))
 	}
 	s.indexCache.forget(account, name) // the name may soon be a new table's
+	// Other replicas find out by the guard of their next statement on it
+	// (tableids.go); this one need not.
+	s.tableIDs.forget(account, tableKey(name), -1)
 	if tag.RowsAffected() == 0 {
 		return ErrTableNotFound
 	}
