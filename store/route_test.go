@@ -356,21 +356,26 @@ func TestCitusUnreachableNodeFallsBack(t *testing.T) {
 	if s.route(acct, "t", "p") != dead {
 		t.Fatal("the partition is not routed to the dead node")
 	}
-	for name, op := range map[string]func() error{
-		"insert": func() error {
+	// In this order: the read needs the insert's entity.
+	for _, o := range []struct {
+		name string
+		op   func() error
+	}{
+		{"insert", func() error {
 			_, err := s.Write(ctx, acct, "t", &Write{Op: OpInsert, PartitionKey: "p", RowKey: "r"})
 			return err
-		},
-		"read": func() error { _, err := s.GetEntity(ctx, acct, "t", "p", "r"); return err },
-		"batch": func() error {
+		}},
+		{"read", func() error { _, err := s.GetEntity(ctx, acct, "t", "p", "r"); return err }},
+		{"batch", func() error {
 			_, err := s.Batch(ctx, acct, "t", []Write{{Op: OpReplace, PartitionKey: "p", RowKey: "b"}, {Op: OpMerge, PartitionKey: "p", RowKey: "c"}})
 			return err
-		},
-		"partition scan": func() error {
+		}},
+		{"partition scan", func() error {
 			_, err := s.QueryEntities(ctx, acct, "t", EntityQuery{Filter: mustParse(t, "PartitionKey eq 'p'"), Top: 10})
 			return err
-		},
+		}},
 	} {
+		name, op := o.name, o.op
 		// Each op meets the node as not yet known to be down, and the
 		// placements as before the reload that the last one started.
 		for r.loading.Load() {
