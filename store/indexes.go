@@ -96,8 +96,12 @@ WHERE t.account = $1 AND t.lname = $2 AND t.deleted_at IS NULL`
 	sqlFindIndex = `
 SELECT i.table_id, i.state FROM property_indexes i JOIN tables t ON t.id = i.table_id
 WHERE t.account = $1 AND t.lname = $2 AND t.deleted_at IS NULL AND i.name = $3`
+	// Only a build still recorded as building ends: a build whose
+	// process was taken for stopped (buildOrphaned) may end twice, by its
+	// own process and by the one that found it, and the first one counts.
 	sqlSetIndexState = `
-UPDATE property_indexes SET state = $3, error = $4, updated_at = now() WHERE table_id = $1 AND name = $2`
+UPDATE property_indexes SET state = $3, error = $4, updated_at = now() WHERE table_id = $1 AND name = $2 AND state = 'building'`
+	sqlIndexState   = `SELECT state FROM property_indexes WHERE table_id = $1 AND name = $2`
 	sqlDeleteIndex  = `DELETE FROM property_indexes WHERE table_id = $1 AND name = $2`
 	sqlTableIndexes = `SELECT name FROM property_indexes WHERE table_id = $1`
 	sqlDropIndex    = `DROP INDEX CONCURRENTLY IF EXISTS `
@@ -222,6 +226,11 @@ func (s *Store) Indexes(ctx context.Context, account, table string) ([]Index, er
 			return nil, classify(fmt.Errorf("index progress: %w", err))
 		}
 		// No progress: waiting for its turn, or nobody builds it any more.
+		// One of this process's builds is not orphaned, even when its lock
+		// is gone: it ended and is being recorded.
+		if s.buildRunsHere(out[i].Name) {
+			continue
+		}
 		orphaned, err := s.buildOrphaned(ctx, out[i])
 		if err != nil {
 			return nil, err

@@ -61,12 +61,24 @@ func (s *Store) inBackground(tableID int64, ix Index, work func(context.Context)
 	go func() {
 		defer b.wg.Done()
 		err := work(ctx)
+		cancel()
+		s.endBuild(context.Background(), tableID, ix, err)
+		// Only now: until its end is recorded, the build is this
+		// process's, though its lock went with its connection (see
+		// buildRunsHere).
 		b.mu.Lock()
 		delete(b.running, ix.Name)
 		b.mu.Unlock()
-		cancel()
-		s.endBuild(context.Background(), tableID, ix, err)
 	}()
+}
+
+// buildRunsHere reports whether this process builds index name, or has
+// built it and is recording how the build ended.
+func (s *Store) buildRunsHere(name string) bool {
+	b := &s.builds
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.running[name] != nil
 }
 
 // cancelBuild cancels this store's build of index name, if it runs one.
@@ -193,6 +205,12 @@ func (s *Store) indexDDLHolding(ctx context.Context, key int64, sqls ...string) 
 func (s *Store) endBuild(ctx context.Context, tableID int64, ix Index, buildErr error) {
 	ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
 	defer cancel()
+	recorded, known := s.indexState(ctx, tableID, ix.Name)
+	if errors.Is(buildErr, errInterrupted) && known && recorded != IndexBuilding {
+		// Taken for orphaned as it ended: its process recorded how.
+		s.buildEnded(ix.Name, nil)
+		return
+	}
 	state, msg := IndexReady, ""
 	if buildErr != nil {
 		state, msg = IndexFailed, buildErr.Error()
@@ -206,7 +224,9 @@ func (s *Store) endBuild(ctx context.Context, tableID int64, ix Index, buildErr 
 		s.buildEnded(ix.Name, fmt.Errorf("record build end: %w", err))
 		return
 	}
-	if tag.RowsAffected() == 0 && buildErr == nil {
+	if buildErr == nil && tag.RowsAffected() == 0 && s.indexGone(ctx, tableID, ix.Name) {
+		// The catalog row is gone: the index or its table was dropped
+		// while it was built.
 		if err := s.indexDDL(ctx, sqlDropIndex+ix.Name); err != nil {
 			s.buildEnded(ix.Name, fmt.Errorf("drop index of a dropped table: %w", err))
 			return
@@ -219,6 +239,27 @@ func (s *Store) endBuild(ctx context.Context, tableID int64, ix Index, buildErr 
 // build ended (err nil: the index is ready).
 type IndexBuildObserver interface {
 	IndexBuildEnded(name string, err error)
+}
+
+// indexGone reports whether the catalog surely has no index name of
+// table tableID.
+func (s *Store) indexGone(ctx context.Context, tableID int64, name string) bool {
+	state, known := s.indexState(ctx, tableID, name)
+	return known && state == ""
+}
+
+// indexState returns the state the catalog records for index name of
+// table tableID ("" when it has no such index), and whether it could tell.
+func (s *Store) indexState(ctx context.Context, tableID int64, name string) (string, bool) {
+	var state string
+	err := s.pool.QueryRow(ctx, sqlIndexState, tableID, name).Scan(&state)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return "", true
+	case err != nil:
+		return "", false
+	}
+	return state, true
 }
 
 func (s *Store) buildEnded(name string, err error) {
