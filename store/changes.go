@@ -22,6 +22,11 @@ type ChangeFeedConfig struct {
 	// Off switches the feed off for every account: no change rows are
 	// written and reads answer ErrChangeFeedOff.
 	Off bool
+	// OffOnCitus switches the feed off where entities are distributed
+	// (Citus): there the sequencer's runs, each a statement on every shard
+	// and a distributed commit, cost several times a write's CPU
+	// (README: Change feed).
+	OffOnCitus bool
 	// OffAccounts are accounts whose feed is off.
 	OffAccounts []string
 	// Retention is how long changes are kept (default
@@ -56,7 +61,8 @@ func (e *CursorExpiredError) Unwrap() error { return ErrCursorExpired }
 
 // feedOn reports whether the account's writes record changes.
 func (s *Store) feedOn(account string) bool {
-	return !s.opts.ChangeFeed.Off && !s.feedOff[account]
+	c := s.opts.ChangeFeed
+	return !c.Off && !(c.OffOnCitus && s.distributed.Load()) && !s.feedOff[account]
 }
 
 // ChangeFeedOn reports whether the account's change feed is on.

@@ -225,3 +225,33 @@ func mustTableID(t *testing.T, s *Store, table string) int64 {
 	}
 	return id
 }
+
+// OffOnCitus (pgtables' default) keeps the feed on with one PostgreSQL
+// and off where entities are distributed: there writes record nothing and
+// reads answer ErrChangeFeedOff. Runs on both backends.
+func TestChangeFeedOffOnCitus(t *testing.T) {
+	t.Parallel()
+	s := newStoreWith(t, Options{ChangeFeed: ChangeFeedConfig{OffOnCitus: true}})
+	ctx := context.Background()
+	if err := s.DetectDistribution(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateTable(ctx, acct, "auto"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Write(ctx, acct, "auto", &Write{Op: OpInsert, PartitionKey: "p", RowKey: "r"}); err != nil {
+		t.Fatal(err)
+	}
+	var recorded int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM changes`).Scan(&recorded); err != nil {
+		t.Fatal(err)
+	}
+	on := !s.Distributed()
+	if s.ChangeFeedOn(acct) != on || (recorded > 0) != on {
+		t.Fatalf("distributed %v: feed on %v, %d changes recorded", s.Distributed(), s.ChangeFeedOn(acct), recorded)
+	}
+	_, err := s.Changes(ctx, acct, "auto", CursorOldest, 10)
+	if on != (err == nil) || (!on && !errors.Is(err, ErrChangeFeedOff)) {
+		t.Fatalf("distributed %v: read %v", s.Distributed(), err)
+	}
+}

@@ -567,6 +567,7 @@ func (s *chaosServer) start() {
 		"PGTABLES_TEST_RUN_MAIN=1",
 		"PGTABLES_DATABASE_URL="+s.dsn,
 		"PGTABLES_LISTEN="+s.addr,
+		"PGTABLES_CHANGE_FEED=on", // on Citus too
 		"PGTABLES_LOG_FORMAT=text",
 		"PGTABLES_LOG_LEVEL=warn",
 	)

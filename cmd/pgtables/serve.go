@@ -151,7 +151,7 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, accessJSON io.Wri
 	}
 	defer pool.Close()
 	opts := store.Options{Combine: cfg.dbCombine, FailoverWait: cfg.dbFailoverWait, MaxIndexes: cfg.maxIndexes, ChangeFeed: store.ChangeFeedConfig{
-		Off: cfg.changeFeed == "off", OffAccounts: commaList(cfg.changeFeedOff), Retention: cfg.changeFeedRetention,
+		Off: cfg.changeFeed == "off", OffOnCitus: cfg.changeFeed == "auto", OffAccounts: commaList(cfg.changeFeedOff), Retention: cfg.changeFeedRetention,
 	}}
 	if !cfg.citusRouting {
 		opts.RouteConns = -1
