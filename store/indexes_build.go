@@ -143,8 +143,11 @@ func (s *Store) buildOrphaned(ctx context.Context, ix Index) (bool, error) {
 }
 
 // orphanAge is how old a build must be to be taken for orphaned when
-// nobody holds its lock: far more than a build takes to connect.
-const orphanAge = 30 * time.Second
+// nobody holds its lock: far more than a build takes to connect, and more
+// than builds queued behind each other take to reach their turn on a
+// busy cluster (at 30 s, CI's Citus pass took waiting builds for orphaned
+// now and then). A build whose server stopped shows as building that long.
+const orphanAge = 10 * time.Minute
 
 // sqlTryBuildLock tries a build's lock for the length of one statement.
 const sqlTryBuildLock = `SELECT pg_try_advisory_xact_lock($1)`
