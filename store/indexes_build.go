@@ -116,15 +116,20 @@ const indexDDLLock = 0x7067696e64657873 // "pgindexs"
 // it may go on scanning (autovacuum analyzes a large table only after a
 // tenth of it changed). On Citus, ANALYZE goes to every shard.
 func (s *Store) build(ctx context.Context, tableID int64, ix Index) error {
-	return s.indexDDLHolding(ctx, buildKey(ix.Name), indexDDL(tableID, ix.Name, ix.IndexSpec), sqlAnalyzeEntities)
+	return s.indexDDLHolding(ctx, s.buildKey(ix.Name), indexDDL(tableID, ix.Name, ix.IndexSpec), sqlAnalyzeEntities)
 }
 
 // sqlAnalyzeEntities gathers the statistics of entities and its indexes.
 const sqlAnalyzeEntities = `ANALYZE entities`
 
 // buildKey is the advisory lock that the build of index name holds.
-func buildKey(name string) int64 {
-	h := sha256.Sum256([]byte("pgtables index build " + name))
+// Index names repeat in other schemas of the database (pgtables' tests
+// run each in a schema of its own), and advisory locks are the
+// database's: the search_path is in the key, so that a build never waits
+// for another schema's build of the same name, which would deadlock with
+// that one's CREATE INDEX CONCURRENTLY waiting for the waiting statement.
+func (s *Store) buildKey(name string) int64 {
+	h := sha256.Sum256([]byte("pgtables index build " + s.pool.Config().ConnConfig.RuntimeParams["search_path"] + "/" + name))
 	return int64(binary.BigEndian.Uint64(h[:8]))
 }
 
@@ -136,7 +141,7 @@ func (s *Store) buildOrphaned(ctx context.Context, ix Index) (bool, error) {
 		return false, nil
 	}
 	var free bool
-	if err := s.pool.QueryRow(ctx, sqlTryBuildLock, buildKey(ix.Name)).Scan(&free); err != nil {
+	if err := s.pool.QueryRow(ctx, sqlTryBuildLock, s.buildKey(ix.Name)).Scan(&free); err != nil {
 		return false, classify(fmt.Errorf("check index build: %w", err))
 	}
 	return free, nil
