@@ -31,6 +31,12 @@ func storeOn(t testing.TB, dsn string, conns int32) *Store {
 	t.Cleanup(pool.Close)
 	s := New(pool)
 	t.Cleanup(s.Close)
+	// As the server does: on Citus the store knows its entities are
+	// distributed, and takes the statements of a distributed schema. (A
+	// server that refuses the store is the test's to find.)
+	if err := s.DetectDistribution(context.Background()); err != nil && !errors.Is(err, ErrUnavailable) {
+		t.Fatal(err)
+	}
 	return s
 }
 

@@ -372,7 +372,11 @@ func TestPurgeReplicas(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(pool.Close)
-		return New(pool)
+		r := New(pool)
+		if err := r.DetectDistribution(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return r
 	}
 	s := replica()
 	const tables, each = 4, 3000
