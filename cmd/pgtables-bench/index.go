@@ -123,6 +123,9 @@ type queryTiming struct {
 	QueryMs float64   `json:"query_ms"` // median of the runs
 	PageMs  float64   `json:"page_ms"`  // QueryMs / Pages
 	RunsMs  []float64 `json:"runs_ms"`
+	// CPUPerPage is the server side's CPU over all runs (retries too),
+	// per page of the runs, in microseconds; by process group and total.
+	CPUPerPage map[string]float64 `json:"cpu_us_per_page,omitempty"`
 	// Retries are the runs answered 503 and run again.
 	Retries    int    `json:"retries,omitempty"`
 	FirstRetry string `json:"first_retry,omitempty"`
@@ -194,7 +197,7 @@ func runPropertyIndex(ctx context.Context, cfg *config, c *tableapi.Client, watc
 		}
 		r := indexResult{Indexes: planNames(step)}
 		for _, q := range queries {
-			qt, err := timeQuery(ctx, c, table, q.filter, q.want, cfg.indexQueries)
+			qt, err := timeQuery(ctx, c, table, q.filter, q.want, cfg.indexQueries, watch)
 			if err != nil {
 				return res, fmt.Errorf("%s with indexes %v: %w", q.name, r.Indexes, err)
 			}
@@ -364,9 +367,14 @@ func loadIndexSet(ctx context.Context, c *tableapi.Client, table string, set ind
 }
 
 // timeQuery runs the query runs times, each to its last page, checks its
-// count and returns the median.
-func timeQuery(ctx context.Context, c *tableapi.Client, table, filter string, want, runs int) (queryTiming, error) {
+// count and returns the median, and the server side's CPU per page.
+func timeQuery(ctx context.Context, c *tableapi.Client, table, filter string, want, runs int, watch *cpuWatch) (queryTiming, error) {
 	qt := queryTiming{Filter: filter, Matches: want}
+	var (
+		cpu        cpuTotals
+		totalPages int
+	)
+	before := watch.sample()
 	type run struct {
 		d     time.Duration
 		pages int
@@ -390,8 +398,11 @@ func timeQuery(ctx context.Context, c *tableapi.Client, table, filter string, wa
 			return qt, fmt.Errorf("%d entities, want %d; pages %v", n, want, pages)
 		}
 		all = append(all, run{d, len(pages)})
+		totalPages += len(pages)
 		qt.RunsMs = append(qt.RunsMs, float64(d.Microseconds())/1000)
 	}
+	cpu.add(watch, before, watch.sample())
+	qt.CPUPerPage = cpu.perUnit(float64(totalPages))
 	slices.SortFunc(all, func(a, b run) int { return int(a.d - b.d) })
 	med := all[len(all)/2]
 	qt.Pages = med.pages
@@ -446,11 +457,15 @@ func printPropertyIndex(w io.Writer, cfg *config, res []indexResult) {
 	}
 	fmt.Fprintf(w, "\n%s: %d entities over %d partitions\n", scenarioPropertyIndex, cfg.indexEntities, cfg.indexPartitions)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "indexes\tquery\tmatches\tpages\tms/query\tms/page\tspeed-up/page\t")
+	fmt.Fprintln(tw, "indexes\tquery\tmatches\tpages\tms/query\tms/page\tspeed-up/page\tCPU µs/page\t")
 	for _, r := range res {
 		for k, q := range r.Queries {
 			base := res[0].Queries[k].PageMs
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.2f\t%.2f\t%.1fx\t\n", indexNames(r.Indexes), q.Name, q.Matches, q.Pages, q.QueryMs, q.PageMs, base/q.PageMs)
+			cpu := "-"
+			if t, ok := q.CPUPerPage["total"]; ok {
+				cpu = fmt.Sprintf("%.0f", t)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.2f\t%.2f\t%.1fx\t%s\t\n", indexNames(r.Indexes), q.Name, q.Matches, q.Pages, q.QueryMs, q.PageMs, base/q.PageMs, cpu)
 		}
 	}
 	tw.Flush()

@@ -63,8 +63,8 @@ func TestPropertyIndexScenario(t *testing.T) {
 				t.Errorf("measurement %d: indexes %v, %d queries, %d writes; want %d indexes, 2 queries, %d writes", k, r.Indexes, len(r.Queries), len(r.Writes), k, writes)
 			}
 			for _, q := range r.Queries {
-				if q.Matches != 3 || q.Pages < 1 || len(q.RunsMs) != 2 {
-					t.Errorf("with %v, %s: %d matches in %d pages, %d runs; want 3 matches, 2 runs", r.Indexes, q.Name, q.Matches, q.Pages, len(q.RunsMs))
+				if _, ok := q.CPUPerPage["pgtables"]; q.Matches != 3 || q.Pages < 1 || len(q.RunsMs) != 2 || !ok {
+					t.Errorf("with %v, %s: %d matches in %d pages, %d runs, CPU %v; want 3 matches, 2 runs, the server's CPU", r.Indexes, q.Name, q.Matches, q.Pages, len(q.RunsMs), q.CPUPerPage)
 				}
 			}
 			for _, w := range r.Writes {
