@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -122,6 +123,9 @@ type queryTiming struct {
 	QueryMs float64   `json:"query_ms"` // median of the runs
 	PageMs  float64   `json:"page_ms"`  // QueryMs / Pages
 	RunsMs  []float64 `json:"runs_ms"`
+	// CPUPerPage is the server side's CPU over all runs (retries too),
+	// per page of the runs, in microseconds; by process group and total.
+	CPUPerPage map[string]float64 `json:"cpu_us_per_page,omitempty"`
 	// Retries are the runs answered 503 and run again.
 	Retries    int    `json:"retries,omitempty"`
 	FirstRetry string `json:"first_retry,omitempty"`
@@ -132,30 +136,52 @@ type writeCost struct {
 	Ops       int64              `json:"ops"`
 	OpsPerSec float64            `json:"ops_per_sec"`
 	CPUPerOp  map[string]float64 `json:"cpu_us_per_op,omitempty"`
-	Errors    int64              `json:"errors"`
-	FirstErr  string             `json:"first_error,omitempty"`
+	// Rounds measured; the figures above are those of the round of median
+	// total CPU per op, RoundsCPU every round's total, Errors those of all.
+	Rounds    int       `json:"rounds,omitempty"`
+	RoundsCPU []float64 `json:"rounds_cpu_us_per_op,omitempty"`
+	Errors    int64     `json:"errors"`
+	FirstErr  string    `json:"first_error,omitempty"`
 }
 
-// runPropertyIndex runs the scenario on the endpoint of c.
+// writeConfigs are the numbers of indexes (of indexPlan, in order) whose
+// writes the scenario measures.
+var writeConfigs = []int{0, 1, 3}
+
+// runPropertyIndex runs the scenario on the endpoint of c: the queries
+// with 0..3 indexes, declared in turn, then the writes in rounds that
+// alternate the numbers of indexes (0, 1, 3, then 3, 1, 0, ...), so that
+// a change of the machine's load during the run reaches every number
+// alike; each write's CPU per op is the median of its rounds.
 func runPropertyIndex(ctx context.Context, cfg *config, c *tableapi.Client, watch *cpuWatch, stderr io.Writer) (res []indexResult, err error) {
 	set := indexSet{total: cfg.indexEntities, partitions: cfg.indexPartitions}
-	table := tableName("pgtix")
-	if err := c.CreateTable(ctx, table); err != nil {
-		return nil, fmt.Errorf("create table: %w", err)
+	table, kept := tableName("pgtix"), cfg.indexTable != ""
+	if kept {
+		table = cfg.indexTable
+	}
+	fresh, err := ensureIndexTable(ctx, c, table, kept)
+	if err != nil {
+		return nil, err
 	}
 	defer func() {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
-		if derr := c.DeleteTable(dctx, table); derr != nil && err == nil {
-			err = fmt.Errorf("delete table: %w", derr)
+		derr := setIndexes(dctx, c, table, 0)
+		if !kept && derr == nil {
+			derr = c.DeleteTable(dctx, table)
+		}
+		if derr != nil && err == nil {
+			err = fmt.Errorf("clean up %s: %w", table, derr)
 		}
 	}()
-	t0 := time.Now()
-	if err := loadIndexSet(ctx, c, table, set); err != nil {
-		return nil, err
-	}
-	if cfg.progress > 0 {
-		fmt.Fprintf(stderr, "%s: loaded %d entities in %s\n", scenarioPropertyIndex, set.total, time.Since(t0).Round(time.Millisecond))
+	if fresh {
+		t0 := time.Now()
+		if err := loadIndexSet(ctx, c, table, set); err != nil {
+			return nil, err
+		}
+		if cfg.progress > 0 {
+			fmt.Fprintf(stderr, "%s: loaded %d entities in %s\n", scenarioPropertyIndex, set.total, time.Since(t0).Round(time.Millisecond))
+		}
 	}
 	seenFilter, seenCount := set.seenRange()
 	queries := []struct {
@@ -165,34 +191,145 @@ func runPropertyIndex(ctx context.Context, cfg *config, c *tableapi.Client, watc
 		{"Age eq 42 (Int32)", "Age eq " + strconv.Itoa(ageMatch), set.total / 1000},
 		{"Seen range (DateTime)", seenFilter, seenCount},
 	}
-	var declared []string
 	for step := 0; step <= len(indexPlan); step++ {
-		if step > 0 {
-			ix := indexPlan[step-1]
-			t1 := time.Now()
-			if err := createIndex(ctx, c, table, ix.property, ix.edmType); err != nil {
-				return res, fmt.Errorf("index on %s: %w", ix.property, err)
-			}
-			declared = append(declared, ix.property)
-			if cfg.progress > 0 {
-				fmt.Fprintf(stderr, "%s: index on %s ready in %s\n", scenarioPropertyIndex, ix.property, time.Since(t1).Round(time.Millisecond))
-			}
+		if err := setIndexesTimed(ctx, cfg, c, table, step, stderr); err != nil {
+			return res, err
 		}
-		r := indexResult{Indexes: slices.Clone(declared)}
+		r := indexResult{Indexes: planNames(step)}
 		for _, q := range queries {
-			qt, err := timeQuery(ctx, c, table, q.filter, q.want, cfg.indexQueries)
+			qt, err := timeQuery(ctx, c, table, q.filter, q.want, cfg.indexQueries, watch)
 			if err != nil {
-				return res, fmt.Errorf("%s with indexes %v: %w", q.name, declared, err)
+				return res, fmt.Errorf("%s with indexes %v: %w", q.name, r.Indexes, err)
 			}
 			qt.Name = q.name
 			r.Queries = append(r.Queries, qt)
 		}
-		for _, wk := range []string{"insert", "upsert"} {
-			r.Writes = append(r.Writes, indexWrites(ctx, cfg, c, table, set, wk, fmt.Sprintf("x%d", step), watch, stderr))
-		}
 		res = append(res, r)
 	}
+	// Keys of inserts differ between runs, for a kept table.
+	runID := strconv.FormatInt(time.Now().Unix()%1_000_000, 36)
+	rounds := make([][]writeCost, len(res))
+	for round := 0; round < cfg.indexWriteRounds; round++ {
+		order := slices.Clone(writeConfigs)
+		if round%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, n := range order {
+			if err := setIndexesTimed(ctx, cfg, c, table, n, stderr); err != nil {
+				return res, err
+			}
+			for _, wk := range []string{"insert", "upsert"} {
+				rounds[n] = append(rounds[n], indexWrites(ctx, cfg, c, table, set, wk, fmt.Sprintf("%s-%d-%d", runID, round, n), watch, stderr))
+			}
+		}
+	}
+	for n, wcs := range rounds {
+		res[n].Writes = medianWrites(wcs)
+	}
 	return res, nil
+}
+
+// ensureIndexTable creates the scenario's table and reports whether it is
+// new. A kept table (-index-table) that exists already is taken as
+// loaded by an earlier run, with any indexes it has dropped.
+func ensureIndexTable(ctx context.Context, c *tableapi.Client, table string, kept bool) (fresh bool, err error) {
+	err = c.CreateTable(ctx, table)
+	switch {
+	case err == nil:
+		return true, nil
+	case kept && strings.Contains(err.Error(), "TableAlreadyExists"):
+		return false, setIndexes(ctx, c, table, 0)
+	}
+	return false, fmt.Errorf("create table: %w", err)
+}
+
+// planNames are the properties of the first n indexes of indexPlan.
+func planNames(n int) []string {
+	out := []string{}
+	for _, ix := range indexPlan[:n] {
+		out = append(out, ix.property)
+	}
+	return out
+}
+
+// setIndexesTimed is setIndexes that reports each build's time.
+func setIndexesTimed(ctx context.Context, cfg *config, c *tableapi.Client, table string, n int, stderr io.Writer) error {
+	t0 := time.Now()
+	if err := setIndexes(ctx, c, table, n); err != nil {
+		return err
+	}
+	if cfg.progress > 0 {
+		fmt.Fprintf(stderr, "%s: indexes %s ready in %s\n", scenarioPropertyIndex, indexNames(planNames(n)), time.Since(t0).Round(time.Millisecond))
+	}
+	return nil
+}
+
+// setIndexes leaves table with the first n indexes of indexPlan: it drops
+// the others it has and creates those it lacks, one after the other.
+func setIndexes(ctx context.Context, c *tableapi.Client, table string, n int) error {
+	list, err := c.Indexes(ctx, table)
+	if err != nil {
+		return err
+	}
+	have := map[string]bool{}
+	for _, ix := range list {
+		want := false
+		for _, p := range indexPlan[:n] {
+			if ix.Property == p.property && ix.Type == "Edm."+p.edmType && !ix.AfterPartitionKey && ix.State == "ready" {
+				want = true
+			}
+		}
+		if !want {
+			if err := c.DropIndex(ctx, table, ix.Name); err != nil {
+				return fmt.Errorf("index on %s: %w", ix.Property, err)
+			}
+			continue
+		}
+		have[ix.Property] = true
+	}
+	for _, p := range indexPlan[:n] {
+		if have[p.property] {
+			continue
+		}
+		if err := createIndex(ctx, c, table, p.property, p.edmType); err != nil {
+			return fmt.Errorf("index on %s: %w", p.property, err)
+		}
+	}
+	return nil
+}
+
+// medianWrites is, per write kind of the rounds wcs (in the order of the
+// first round), the round of median CPU per op, with every round's CPU
+// per op and the operations and errors of all.
+func medianWrites(wcs []writeCost) []writeCost {
+	var out []writeCost
+	for _, w := range wcs {
+		if slices.ContainsFunc(out, func(o writeCost) bool { return o.Name == w.Name }) {
+			continue
+		}
+		var same []writeCost
+		for _, o := range wcs {
+			if o.Name == w.Name {
+				same = append(same, o)
+			}
+		}
+		slices.SortFunc(same, func(a, b writeCost) int { return cmp.Compare(a.CPUPerOp["total"], b.CPUPerOp["total"]) })
+		m := same[len(same)/2]
+		m.Rounds = len(same)
+		m.RoundsCPU = nil
+		for _, o := range same {
+			m.RoundsCPU = append(m.RoundsCPU, o.CPUPerOp["total"])
+			if o.FirstErr != "" && m.FirstErr == "" {
+				m.FirstErr = o.FirstErr
+			}
+		}
+		m.Errors = 0
+		for _, o := range same {
+			m.Errors += o.Errors
+		}
+		out = append(out, m)
+	}
+	return out
 }
 
 // loadIndexSet inserts the entities of set, a batch of up to 100 of one
@@ -230,9 +367,14 @@ func loadIndexSet(ctx context.Context, c *tableapi.Client, table string, set ind
 }
 
 // timeQuery runs the query runs times, each to its last page, checks its
-// count and returns the median.
-func timeQuery(ctx context.Context, c *tableapi.Client, table, filter string, want, runs int) (queryTiming, error) {
+// count and returns the median, and the server side's CPU per page.
+func timeQuery(ctx context.Context, c *tableapi.Client, table, filter string, want, runs int, watch *cpuWatch) (queryTiming, error) {
 	qt := queryTiming{Filter: filter, Matches: want}
+	var (
+		cpu        cpuTotals
+		totalPages int
+	)
+	before := watch.sample()
 	type run struct {
 		d     time.Duration
 		pages int
@@ -256,8 +398,11 @@ func timeQuery(ctx context.Context, c *tableapi.Client, table, filter string, wa
 			return qt, fmt.Errorf("%d entities, want %d; pages %v", n, want, pages)
 		}
 		all = append(all, run{d, len(pages)})
+		totalPages += len(pages)
 		qt.RunsMs = append(qt.RunsMs, float64(d.Microseconds())/1000)
 	}
+	cpu.add(watch, before, watch.sample())
+	qt.CPUPerPage = cpu.perUnit(float64(totalPages))
 	slices.SortFunc(all, func(a, b run) int { return int(a.d - b.d) })
 	med := all[len(all)/2]
 	qt.Pages = med.pages
@@ -312,30 +457,43 @@ func printPropertyIndex(w io.Writer, cfg *config, res []indexResult) {
 	}
 	fmt.Fprintf(w, "\n%s: %d entities over %d partitions\n", scenarioPropertyIndex, cfg.indexEntities, cfg.indexPartitions)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "indexes\tquery\tmatches\tpages\tms/query\tms/page\tspeed-up/page\t")
+	fmt.Fprintln(tw, "indexes\tquery\tmatches\tpages\tms/query\tms/page\tspeed-up/page\tCPU µs/page\t")
 	for _, r := range res {
 		for k, q := range r.Queries {
 			base := res[0].Queries[k].PageMs
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.2f\t%.2f\t%.1fx\t\n", indexNames(r.Indexes), q.Name, q.Matches, q.Pages, q.QueryMs, q.PageMs, base/q.PageMs)
+			cpu := "-"
+			if t, ok := q.CPUPerPage["total"]; ok {
+				cpu = fmt.Sprintf("%.0f", t)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.2f\t%.2f\t%.1fx\t%s\t\n", indexNames(r.Indexes), q.Name, q.Matches, q.Pages, q.QueryMs, q.PageMs, base/q.PageMs, cpu)
 		}
 	}
 	tw.Flush()
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "indexes\twrite\tops/s\tCPU µs/op\tvs no index\terrors\t")
+	fmt.Fprintln(tw, "indexes\twrite\tops/s\tCPU µs/op\tvs no index\trounds' CPU µs/op\terrors\t")
 	for _, r := range res {
+		if len(r.Writes) == 0 {
+			continue
+		}
 		for k, wc := range r.Writes {
 			cpu, rel := "-", "-"
 			if t, ok := wc.CPUPerOp["total"]; ok {
 				cpu = fmt.Sprintf("%.1f", t)
-				if b := res[0].Writes[k].CPUPerOp["total"]; b > 0 {
-					rel = fmt.Sprintf("%+.1f%%", (t/b-1)*100)
+				if len(res[0].Writes) > k {
+					if b := res[0].Writes[k].CPUPerOp["total"]; b > 0 {
+						rel = fmt.Sprintf("%+.1f%%", (t/b-1)*100)
+					}
 				}
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%s\t%s\t%d\t\n", indexNames(r.Indexes), wc.Name, wc.OpsPerSec, cpu, rel, wc.Errors)
+			var all []string
+			for _, v := range wc.RoundsCPU {
+				all = append(all, fmt.Sprintf("%.0f", v))
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%.0f\t%s\t%s\t%s\t%d\t\n", indexNames(r.Indexes), wc.Name, wc.OpsPerSec, cpu, rel, strings.Join(all, " "), wc.Errors)
 		}
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "(queries: median of %d, each to its last page; writes: %d clients, %s, server-side CPU from /proc)\n", cfg.indexQueries, cfg.concurrency, describeRun(cfg))
+	fmt.Fprintf(w, "(queries: median of %d, each to its last page; writes: %d clients, %s, server-side CPU from /proc, median of %d rounds)\n", cfg.indexQueries, cfg.concurrency, describeRun(cfg), cfg.indexWriteRounds)
 	for _, r := range res {
 		for _, q := range r.Queries {
 			if q.Retries > 0 {

@@ -58,6 +58,8 @@ type config struct {
 	// The property-index scenario (index.go).
 	indexEntities, indexPartitions int
 	indexQueries                   int
+	indexTable                     string // "": a table of its own, deleted after
+	indexWriteRounds               int
 }
 
 func main() {
@@ -95,6 +97,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	fs.IntVar(&c.indexEntities, "index-entities", 1_000_000, "entities of the property-index scenario's table (a multiple of 1000 and of -index-partitions)")
 	fs.IntVar(&c.indexPartitions, "index-partitions", 1000, "partitions of the property-index scenario's table")
 	fs.IntVar(&c.indexQueries, "index-queries", 5, "runs of each query of the property-index scenario per number of indexes (the median is reported)")
+	fs.StringVar(&c.indexTable, "index-table", "", "table of the property-index scenario, kept after the run and loaded only when it does not exist yet (its indexes are dropped), so that later runs skip the load; empty: a new table, deleted after")
+	fs.IntVar(&c.indexWriteRounds, "index-write-rounds", 3, "rounds of the property-index scenario's writes, each with 0, 1 and 3 indexes in alternating order (the median is reported)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -111,8 +115,8 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	if c.skipPgtables && c.sqlURL == "" {
 		return nil, errors.New("-sql-only needs -sql-url")
 	}
-	if c.indexPartitions < 1 || c.indexEntities < 1000 || c.indexEntities%1000 != 0 || c.indexEntities%c.indexPartitions != 0 || c.indexQueries < 1 {
-		return nil, errors.New("-index-entities must be a positive multiple of 1000 and of -index-partitions, -index-queries positive")
+	if c.indexPartitions < 1 || c.indexEntities < 1000 || c.indexEntities%1000 != 0 || c.indexEntities%c.indexPartitions != 0 || c.indexQueries < 1 || c.indexWriteRounds < 1 {
+		return nil, errors.New("-index-entities must be a positive multiple of 1000 and of -index-partitions, -index-queries and -index-write-rounds positive")
 	}
 	return c, nil
 }
