@@ -147,7 +147,7 @@ func (rq *request) writeJSON(status int, body []byte) error {
 
 // writeNoContent sends a bodyless answer.
 func (rq *request) writeNoContent(status int) error {
-	rq.header().Set("Content-Length", "0")
+	rq.header()["Content-Length"] = []string{"0"}
 	rq.c.Response().WriteHeader(status)
 	return nil
 }
@@ -180,17 +180,27 @@ func setRaw(h http.Header, name, value string) { h[name] = []string{value} }
 // way with its Location.
 func (rq *request) created(location string, fill func([]byte) []byte) error {
 	h := rq.header()
-	h.Set("Location", location)
+	// Canonical keys and one slice for the values, as commonHeaders.
+	vals := make([]string, 0, 3)
+	set := func(canonicalKey, v string) {
+		vals = append(vals, v)
+		h[canonicalKey] = vals[len(vals)-1 : len(vals) : len(vals)]
+	}
+	set("Location", location)
 	switch rq.preference() {
 	case "return-no-content":
-		h.Set("Preference-Applied", "return-no-content")
-		h.Set("DataServiceId", location)
+		set("Preference-Applied", "return-no-content")
+		set(dataServiceIDKey, location)
 		return rq.writeNoContent(http.StatusNoContent)
 	case "return-content":
-		h.Set("Preference-Applied", "return-content")
+		set("Preference-Applied", "return-content")
 	}
 	return rq.writeBody(http.StatusCreated, fill)
 }
+
+// dataServiceIDKey is http.CanonicalHeaderKey("DataServiceId"), the key
+// Header.Set would use (and net/http writes).
+const dataServiceIDKey = "Dataserviceid"
 
 // headerValue is h.Get(key) for a key given in canonical form: a map
 // lookup, without Get's canonicalization of the key, which costs a share

@@ -47,8 +47,7 @@ var errReadOnly = errors.New("database server is read-only")
 //   - a new connection whose server reports itself read-only fails to
 //     connect;
 //   - a connection whose server has reported itself read-only since (a
-//     reload of default_transaction_read_only) is not put back into the
-//     pool;
+//     reload of default_transaction_read_only) is not handed out again;
 //   - a connection on which a write failed because the transaction was
 //     read-only (25006) is closed at once.
 //
@@ -71,12 +70,18 @@ func dropReadOnly(cfg *pgxpool.Config) {
 		}
 		return nil
 	}
-	release := cfg.AfterRelease
-	cfg.AfterRelease = func(c *pgx.Conn) bool {
+	// Checked as a connection leaves the pool rather than as it comes back:
+	// pgxpool runs AfterRelease in a goroutine of its own on every release,
+	// PrepareConn inline.
+	prepare := cfg.PrepareConn
+	cfg.PrepareConn = func(ctx context.Context, c *pgx.Conn) (bool, error) {
 		if readOnly(c.PgConn()) {
-			return false
+			return false, nil
 		}
-		return release == nil || release(c)
+		if prepare != nil {
+			return prepare(ctx, c)
+		}
+		return true, nil
 	}
 }
 
