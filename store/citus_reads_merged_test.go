@@ -50,6 +50,10 @@ func TestCitusPointReadsMergedPerShard(t *testing.T) {
 		byShard[sr.min] = append(byShard[sr.min], pk)
 	}
 	one, other := byShard[shards[0]], byShard[shards[1]]
+	// The node's writes guard their table id on its placement of tables.
+	if g := n.writes.tableGuard(id); g.sql == sqlGuardTableLive {
+		t.Errorf("the node's table guard goes through Citus: %s", g.sql)
+	}
 	etags := map[string]string{}
 	for _, pk := range []string{one[0], one[1], other[0]} {
 		res, err := s.Write(ctx, acct, "t", &Write{Op: OpInsert, PartitionKey: pk, RowKey: "r", Properties: props("P", pk)})
