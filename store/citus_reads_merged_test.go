@@ -5,37 +5,55 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
+
+	"github.com/pgtables/pgtables/odata"
 )
 
 // On Citus the point reads of one table and shard that share a round trip
-// become one statement, which the shard's node answers itself (not by
-// running each read again alone), and each read gets its own outcome: the
-// entity with its ETag, no entity, or no table.
+// become one statement on the shard's placement, which the shard's node
+// answers itself (not by running each read again alone), and each read
+// gets its own outcome: the entity with its ETag, or no entity.
 func TestCitusPointReadsMergedPerShard(t *testing.T) {
 	s := newCitusStore(t)
 	ctx := context.Background()
 	if err := s.CreateTable(ctx, acct, "t"); err != nil {
 		t.Fatal(err)
 	}
-	// Partitions of two shards: three of one, one of another.
+	id, err := s.liveTableID(ctx, acct, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Partitions of two shards of one node: three of one, one of another.
 	rt := s.router.Load()
 	byShard := map[int32][]string{}
 	var shards []int32
+	var n *node
 	for i := 0; len(shards) < 2 || len(byShard[shards[0]]) < 3; i++ {
 		if i == 10000 {
 			t.Fatalf("no shard holds 3 of %d partitions: %v", i, byShard)
 		}
 		pk := fmt.Sprint("p", i)
-		_, shard, ok := rt.place(distributionKey(acct, "t", pk))
-		if !ok {
-			t.Fatalf("partition %s: no placement", pk)
+		got, sr, ok := rt.placeRange(distributionKey(acct, "t", pk))
+		if !ok || got == nil || sr.direct == nil {
+			continue // on the coordinator
 		}
-		if byShard[shard] == nil {
-			shards = append(shards, shard)
+		if n == nil {
+			n = got
 		}
-		byShard[shard] = append(byShard[shard], pk)
+		if got != n {
+			continue
+		}
+		if byShard[sr.min] == nil {
+			shards = append(shards, sr.min)
+		}
+		byShard[sr.min] = append(byShard[sr.min], pk)
 	}
 	one, other := byShard[shards[0]], byShard[shards[1]]
+	// The node's writes guard their table id on its placement of tables.
+	if g := n.writes.tableGuard(id); g.sql == sqlGuardTableLive {
+		t.Errorf("the node's table guard goes through Citus: %s", g.sql)
+	}
 	etags := map[string]string{}
 	for _, pk := range []string{one[0], one[1], other[0]} {
 		res, err := s.Write(ctx, acct, "t", &Write{Op: OpInsert, PartitionKey: pk, RowKey: "r", Properties: props("P", pk)})
@@ -45,109 +63,135 @@ func TestCitusPointReadsMergedPerShard(t *testing.T) {
 		etags[pk] = res.ETag
 	}
 	tests := []struct {
-		table, pk string
-		want      error
+		pk   string
+		want error
 	}{
-		{"t", one[0], nil}, {"t", one[1], nil}, {"t", one[2], ErrEntityNotFound}, {"t", other[0], nil},
-		{"nope", one[0], ErrTableNotFound}, {"nope", one[1], ErrTableNotFound},
+		{one[0], nil}, {one[1], nil}, {one[2], ErrEntityNotFound}, {other[0], nil},
 	}
 	var reads []*pointRead
 	var batch []*combined
-	n := s.placeRead(newPointRead(acct, "t", one[0], "r"))
 	for _, tt := range tests {
-		r := newPointRead(acct, tableKey(tt.table), tt.pk, "r")
-		if got := s.placeRead(r); tt.pk == one[0] && got != n {
-			t.Fatalf("reads of one partition placed on two nodes")
-		}
+		r := newPointReadByID(acct, "t", tt.pk, "r")
+		_, sr, _ := rt.placeRange(r.args[1].(int64))
+		r.onShard(sr.direct, id)
 		reads = append(reads, r)
 		batch = append(batch, &r.op)
 	}
-	// The partition key hashes with the table's name: nope's partitions
-	// lie where they lie.
-	want := map[string]bool{}
-	for _, tt := range tests {
-		_, shard, _ := rt.place(distributionKey(acct, tt.table, tt.pk))
-		want[fmt.Sprint(tt.table, shard)] = true
-	}
 	units := groupStatements(batch)
-	if len(units) != len(want) || len(units[0]) != 3 {
-		t.Fatalf("%d statements, the first of %d reads, for %d tables and shards", len(units), len(units[0]), len(want))
-	}
-	c, pool := s.reads, s.pool
-	if n != nil {
-		c, pool = n.reads, n.pool
+	if len(units) != 2 || len(units[0]) != 3 {
+		t.Fatalf("%d statements, the first of %d reads, for 2 shards", len(units), len(units[0]))
 	}
 	// The merged statement runs as it is on the node: a failure would
 	// only show as each read being run again alone.
-	for _, u := range units {
-		if len(u) < 2 {
-			continue
-		}
-		sql, args := u[0].merge(u)
-		rows, _ := pool.Query(ctx, sql, args...)
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			t.Fatalf("merged read of %d: %v", len(u), err)
-		}
+	sql, args := units[0][0].merge(units[0])
+	rows, _ := n.pool.Query(ctx, sql, args...)
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		t.Fatalf("merged read of %d: %v", len(units[0]), err)
 	}
-	c.send(ctx, batch)
+	n.reads.send(ctx, batch)
 	for i, tt := range tests {
+		if !reads[i].here {
+			t.Errorf("%s: the shard's placement is not the node's", tt.pk)
+		}
 		e, err := reads[i].entity(reads[i].op.err)
 		if !errors.Is(err, tt.want) {
-			t.Errorf("%s/%s: %v, want %v", tt.table, tt.pk, err, tt.want)
+			t.Errorf("%s: %v, want %v", tt.pk, err, tt.want)
 			continue
 		}
 		if err != nil {
 			continue
 		}
 		if err := e.DecodeProperties(); err != nil || e.PartitionKey != tt.pk || e.ETag != etags[tt.pk] || len(e.Properties) != 1 || e.Properties[0].Value.Str != tt.pk {
-			t.Errorf("%s/%s: %+v, %v; want ETag %s", tt.table, tt.pk, e, err, etags[tt.pk])
+			t.Errorf("%s: %+v, %v; want ETag %s", tt.pk, e, err, etags[tt.pk])
+		}
+	}
+	// A table that is gone fails the statement's guard, and the read
+	// finds no table of that name.
+	if err := s.DeleteTable(ctx, acct, "t"); err != nil {
+		t.Fatal(err)
+	}
+	s.tableIDs.put(acct, "t", id) // as another replica would still have it
+	for _, pk := range []string{one[0], one[2]} {
+		if _, err := s.GetEntity(ctx, acct, "t", pk, "r"); !errors.Is(err, ErrTableNotFound) {
+			t.Errorf("%s of a deleted table: %v, want ErrTableNotFound", pk, err)
 		}
 	}
 }
 
-// Reads of several shards in one merged statement, as after a shard split
-// that the cached placements do not know of yet, fail it, and each read is
-// answered alone.
-func TestCitusPointReadsOfTwoShardsAnsweredAlone(t *testing.T) {
+// A point read on a shard's placement that is no longer the node's, as
+// after a shard move or split that the cached placements do not know of
+// yet, goes through Citus: it never reads a placement that Citus no longer
+// writes to. Here the placements hold a copy of the shard taken before an
+// update: read as the node's placement, it gives the old value, which
+// shows that the test can tell.
+func TestCitusPointReadOfStalePlacementGoesThroughCitus(t *testing.T) {
 	s := newCitusStore(t)
 	ctx := context.Background()
 	if err := s.CreateTable(ctx, acct, "t"); err != nil {
 		t.Fatal(err)
 	}
 	rt := s.router.Load()
-	pks := []string{"p0"}
-	_, first, _ := rt.place(distributionKey(acct, "t", "p0"))
-	for i := 1; len(pks) < 2; i++ {
-		pk := fmt.Sprint("p", i)
-		if _, shard, _ := rt.place(distributionKey(acct, "t", pk)); shard != first {
-			pks = append(pks, pk)
-		}
+	var pk string
+	var n *node
+	var sr shardRange
+	for i := 0; n == nil || sr.direct == nil; i++ {
+		pk = fmt.Sprint("p", i)
+		n, sr, _ = rt.placeRange(distributionKey(acct, "t", pk))
 	}
-	var batch []*combined
-	var reads []*pointRead
-	for _, pk := range pks {
-		if _, err := s.Write(ctx, acct, "t", &Write{Op: OpInsert, PartitionKey: pk, RowKey: "r"}); err != nil {
+	if _, err := s.Write(ctx, acct, "t", &Write{Op: OpInsert, PartitionKey: pk, RowKey: "r", Properties: props("N", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	var shardID int64
+	var shard, tables, copyName string
+	err := s.pool.QueryRow(ctx, `
+SELECT s.shardid, shard_name('entities'::regclass, s.shardid), shard_name('tables'::regclass, (SELECT shardid FROM pg_dist_shard WHERE logicalrelid = 'tables'::regclass)),
+       current_schema() || '.stale_copy'
+FROM pg_dist_shard s WHERE s.shardid = get_shard_id_for_distribution_column('entities', $1::bigint)`,
+		distributionKey(acct, "t", pk)).Scan(&shardID, &shard, &tables, &copyName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.pool.Exec(ctx, `CREATE TABLE `+copyName+` AS SELECT * FROM `+shard); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = n.pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+copyName) })
+	if _, err := s.Write(ctx, acct, "t", &Write{Op: OpReplace, PartitionKey: pk, RowKey: "r", Properties: props("N", 2), Match: MatchAny}); err != nil {
+		t.Fatal(err)
+	}
+	read := func(direct *directRead) int64 {
+		t.Helper()
+		p := *rt.cur.Load()
+		p.ranges = append([]shardRange(nil), p.ranges...)
+		for i := range p.ranges {
+			if p.ranges[i].min == sr.min {
+				p.ranges[i].direct = direct
+			}
+		}
+		p.loaded = time.Now().Add(time.Hour) // no reload meanwhile
+		rt.cur.Store(&p)
+		e, err := s.GetEntity(ctx, acct, "t", pk, "r")
+		if err != nil {
 			t.Fatal(err)
 		}
-		r := newPointRead(acct, "t", pk, "r")
-		s.placeRead(r)
-		r.op.group = "stale" // one shard, as the placements had it
-		reads = append(reads, r)
-		batch = append(batch, &r.op)
-	}
-	sql, args := mergeShardGets(batch)
-	rows, _ := s.pool.Query(ctx, sql, args...)
-	rows.Close()
-	if rows.Err() == nil {
-		// Citus 12.1 fails it ("could not find attribute -2"); were it to
-		// plan it one day, this test would no longer test the fallback.
-		t.Error("a merged read of two shards ran on Citus")
-	}
-	s.reads.send(ctx, batch)
-	for i, r := range reads {
-		if e, err := r.entity(r.op.err); err != nil || e.PartitionKey != pks[i] {
-			t.Errorf("%s: %+v, %v", pks[i], e, err)
+		got, err := odata.DecodeStored(e.Stored, nil)
+		if err != nil || len(got) != 1 {
+			t.Fatalf("%v, %v", got, err)
 		}
+		return got[0].Value.Int
+	}
+	if got := read(newDirectRead(shardID, copyName, tables)); got != 1 {
+		t.Fatalf("the copy read as the node's placement gives N=%d, want the old 1: the test cannot tell", got)
+	}
+	// No such placement on the node: the shard moved.
+	if got := read(newDirectRead(shardID+1_000_000, copyName, tables)); got != 2 {
+		t.Errorf("a stale placement gave N=%d, want 2", got)
+	}
+	// No such table on the node: the placement was dropped.
+	if got := read(newDirectRead(shardID, shard+"_gone", tables)); got != 2 {
+		t.Errorf("a dropped placement gave N=%d, want 2", got)
+	}
+	if got := read(sr.direct); got != 2 {
+		t.Errorf("the node's placement gave N=%d, want 2", got)
 	}
 }

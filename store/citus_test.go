@@ -172,9 +172,10 @@ func TestCitusInsertsGoStraightToTheShard(t *testing.T) {
 	}
 }
 
-// On Citus the guard that checks a cached table id (tableids.go) takes
-// Citus's fast path: a plan of the statement on the node's copy of tables
-// that the node caches, rather than planning it anew on every call.
+// On Citus the guard that checks a cached table id (tableids.go), when
+// it goes through Citus, and the statements by that id take Citus's fast
+// path: a plan that the node caches, rather than planning the statement
+// anew on every call; the subquery on tables by name does not.
 func TestCitusTableGuardTakesTheFastPath(t *testing.T) {
 	s := newCitusStore(t)
 	ctx := context.Background()
@@ -209,6 +210,9 @@ func TestCitusTableGuardTakesTheFastPath(t *testing.T) {
 	}{
 		{"guard", sqlGuardTableLive, []any{int64(1)}, true},
 		{"conditional replace", sqlReplace + sqlReturning, []any{acct, "t", dk, "p", "r", []byte(`{}`), 10, int64(1)}, false},
+		{"read by id", sqlGetByID, []any{int64(1), dk, "p", "r"}, true},
+		{"replace by id with an ETag", sqlReplaceByID + sqlVersionUpdateByID + sqlReturning, []any{int64(1), dk, "p", "r", []byte(`{}`), 10, int64(1), int64(1), uint32(1)}, true},
+		{"delete by id with an ETag", sqlDeleteByID + sqlVersionDeleteByID, []any{int64(1), dk, "p", "r", int64(1), uint32(1)}, true},
 	} {
 		if got := fastPath(tc.sql, tc.args...); got != tc.want {
 			t.Errorf("%s: fast path %v, want %v; Citus said %q", tc.name, got, tc.want, notices)

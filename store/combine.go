@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -42,6 +43,9 @@ type combiner struct {
 	// trip waiting for a row lock, or whose database process waits for a
 	// CPU, must not hold up every other request.
 	ceiling int
+	// live, when set, holds the statement of a table guard on this
+	// combiner's node (see tableGuard); nil or unset: sqlGuardTableLive.
+	live *atomic.Pointer[string]
 
 	mu       sync.Mutex
 	inflight int
@@ -118,6 +122,13 @@ func (c *combiner) queryRow(ctx context.Context, key, sql string, args []any, de
 func (c *combiner) queryRowGuarded(ctx context.Context, key string, g *guard, sql string, args []any, dest ...any) error {
 	op := &combined{key: key, sql: sql, args: args, scan: dest, guard: g, done: make(chan struct{})}
 	return c.submit(ctx, op)
+}
+
+// execGuarded is exec after g (see guard).
+func (c *combiner) execGuarded(ctx context.Context, key string, g *guard, sql string, args []any) (pgconn.CommandTag, error) {
+	op := &combined{key: key, sql: sql, args: args, guard: g, done: make(chan struct{})}
+	err := c.submit(ctx, op)
+	return op.tag, err
 }
 
 // exec runs sql, as Exec.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
@@ -148,18 +147,6 @@ CROSS JOIN unnest((SELECT $3::bigint[]), (SELECT $4::text[]), (SELECT $5::text[]
 LEFT JOIN entities e ON e.table_id = t.id AND e.dkey = k.dkey AND e.pk = k.pk AND e.rk = k.rk
 WHERE t.account = $1 AND t.lname = $2 AND t.deleted_at IS NULL`
 
-	// sqlGetShard is sqlGetMany for keys of one Citus shard: Citus routes
-	// it to the shard by the dkey = ANY condition and plans it with the
-	// arguments bound, so the arrays are plain parameters (in scalar
-	// subqueries Citus fails to plan it: "could not find attribute -2").
-	// Keys of several shards fail it as a join of many shards reading
-	// xmin; the combiner then runs each read alone.
-	sqlGetShard = `
-SELECT k.i, t.id, e.ts, e.xmin, e.props FROM tables t
-CROSS JOIN unnest($3::bigint[], $4::text[], $5::text[]) WITH ORDINALITY AS k(dkey, pk, rk, i)
-LEFT JOIN entities e ON e.table_id = t.id AND e.dkey = k.dkey AND e.pk = k.pk AND e.rk = k.rk AND e.dkey = ANY($3)
-WHERE t.account = $1 AND t.lname = $2 AND t.deleted_at IS NULL`
-
 	sqlLockEntity = `
 SELECT ts, xmin, props FROM entities WHERE table_id = $1 AND dkey = $2 AND pk = $3 AND rk = $4 FOR UPDATE`
 
@@ -168,10 +155,26 @@ SELECT id FROM tables WHERE account = $1 AND lname = $2 AND deleted_at IS NULL`
 
 	sqlInsertByID = insertHead + valuesTableID + insertTail
 
-	sqlUpdateByID = `
+	// The updates and deletes of a single write on Citus, by the table's
+	// id ($1; see tableids.go), then the distribution key, PartitionKey
+	// and RowKey: statements of entities alone, which take Citus's fast
+	// path, where the subquery on tables of sqlReplace and the others is
+	// planned anew on every call. The version check of If-Match with an
+	// ETag follows the other parameters.
+	sqlReplaceByID = `
 UPDATE entities SET props = $5, size = $6, ts = GREATEST($7, ts + 1)
+WHERE table_id = $1 AND dkey = $2 AND pk = $3 AND rk = $4`
+	sqlMergeByID = `
+UPDATE entities SET props = props || $5, size = size + $6, ts = GREATEST($7, ts + 1)
 WHERE table_id = $1 AND dkey = $2 AND pk = $3 AND rk = $4
-RETURNING xmin, ts`
+  AND size + $6 <= 1048576
+  AND (SELECT count(*) FROM jsonb_object_keys(props || $5)) <= 252`
+	sqlDeleteByID = `
+DELETE FROM entities WHERE table_id = $1 AND dkey = $2 AND pk = $3 AND rk = $4`
+	sqlVersionUpdateByID = ` AND ts = $8 AND xmin = $9`
+	sqlVersionDeleteByID = ` AND ts = $5 AND xmin = $6`
+
+	sqlUpdateByID = sqlReplaceByID + sqlReturning
 )
 
 // Op is the kind of an entity write.
@@ -268,9 +271,10 @@ func (s *Store) replace(ctx context.Context, q querier, account, lt string, w *W
 	var sql string
 	op := changeReplace
 	args := []any{account, lt, distributionKey(account, lt, w.PartitionKey), w.PartitionKey, w.RowKey}
+	byID := s.writesByID(q)
 	switch w.Match.kind {
 	case matchNone:
-		if s.writesByID(q) {
+		if byID {
 			var xmin uint32
 			var ts int64
 			sql, args := s.captured(account, w, changeUpsertReplace, sqlUpsertReplaceByID, []any{nil, args[2], w.PartitionKey, w.RowKey, now, size, props})
@@ -286,14 +290,20 @@ func (s *Store) replace(ctx context.Context, q querier, account, lt string, w *W
 		sql, args, op = s.inserts().upsertReplace, append(args, now, size, props), changeUpsertReplace
 	case matchAny:
 		sql, args = sqlReplace+sqlReturning, append(args, props, size, now)
+		if byID {
+			sql, args = sqlReplaceByID+sqlReturning, []any{nil, args[2], w.PartitionKey, w.RowKey, props, size, now}
+		}
 	case matchETag:
 		sql, args = sqlReplace+sqlVersionReplace+sqlReturning, append(args, props, size, now, w.Match.ts, w.Match.xmin)
+		if byID {
+			sql, args = sqlReplaceByID+sqlVersionUpdateByID+sqlReturning, []any{nil, args[2], w.PartitionKey, w.RowKey, props, size, now, w.Match.ts, w.Match.xmin}
+		}
 	default:
 		return Result{}, s.whyNot(ctx, q, account, lt, w.PartitionKey, w.RowKey)
 	}
 	sql, args = s.captured(account, w, op, sql, args)
-	res, err := s.writeResult(ctx, q, account, lt, w, sql, args)
-	if isMissingTableID(err) {
+	res, err := s.writeResultMaybeByID(ctx, q, byID, account, lt, w, sql, args)
+	if isMissingTableID(err) || errors.Is(err, ErrTableNotFound) {
 		return Result{}, ErrTableNotFound
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -311,20 +321,27 @@ func (s *Store) merge(ctx context.Context, q querier, account, lt string, w *Wri
 	var sql string
 	op := changeMerge
 	args := []any{account, lt, distributionKey(account, lt, w.PartitionKey), w.PartitionKey, w.RowKey}
+	byID := s.writesByID(q) && w.Match.kind != matchNone
 	switch w.Match.kind {
 	case matchNone:
 		size := odata.EntitySize(w.PartitionKey, w.RowKey, w.Properties)
 		sql, args, op = s.inserts().upsertMerge, append(args, now, size, props), changeUpsertMerge
 	case matchAny:
 		sql, args = sqlMerge+sqlReturning, append(args, props, added, now)
+		if byID {
+			sql, args = sqlMergeByID+sqlReturning, []any{nil, args[2], w.PartitionKey, w.RowKey, props, added, now}
+		}
 	case matchETag:
 		sql, args = sqlMerge+sqlVersionReplace+sqlReturning, append(args, props, added, now, w.Match.ts, w.Match.xmin)
+		if byID {
+			sql, args = sqlMergeByID+sqlVersionUpdateByID+sqlReturning, []any{nil, args[2], w.PartitionKey, w.RowKey, props, added, now, w.Match.ts, w.Match.xmin}
+		}
 	default:
 		return Result{}, s.whyNot(ctx, q, account, lt, w.PartitionKey, w.RowKey)
 	}
 	sql, args = s.captured(account, w, op, sql, args)
-	res, err := s.writeResult(ctx, q, account, lt, w, sql, args)
-	if isMissingTableID(err) {
+	res, err := s.writeResultMaybeByID(ctx, q, byID, account, lt, w, sql, args)
+	if isMissingTableID(err) || errors.Is(err, ErrTableNotFound) {
 		return Result{}, ErrTableNotFound
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -429,10 +446,19 @@ func mergeProperties(props, add []odata.Property) []odata.Property {
 func (s *Store) delete(ctx context.Context, q querier, account, lt string, w *Write) (Result, error) {
 	var sql string
 	args := []any{account, lt, distributionKey(account, lt, w.PartitionKey), w.PartitionKey, w.RowKey}
-	switch w.Match.kind {
-	case matchAny:
+	byID := s.writesByID(q)
+	if byID {
+		args = []any{nil, args[2], w.PartitionKey, w.RowKey}
+	}
+	switch {
+	case w.Match.kind == matchAny && byID:
+		sql = sqlDeleteByID
+	case w.Match.kind == matchAny:
 		sql = sqlDelete
-	case matchETag:
+	case w.Match.kind == matchETag && byID:
+		sql = sqlDeleteByID + sqlVersionDeleteByID
+		args = append(args, w.Match.ts, w.Match.xmin)
+	case w.Match.kind == matchETag:
 		sql = sqlDelete + sqlVersionDelete
 		args = append(args, w.Match.ts, w.Match.xmin)
 	default:
@@ -441,12 +467,22 @@ func (s *Store) delete(ctx context.Context, q querier, account, lt string, w *Wr
 	sql, args = s.captured(account, w, changeDelete, sql, args)
 	var tag pgconn.CommandTag
 	var err error
-	if q == querier(s.pool) {
+	switch {
+	case byID:
+		err = s.withTableID(ctx, account, lt, s.route(account, lt, w.PartitionKey), func(_, writes *combiner, id int64) (err error) {
+			args[0] = id
+			tag, err = writes.execGuarded(ctx, writeKey(account, lt, w), writes.tableGuard(id), sql, args)
+			return err
+		})
+		if errors.Is(err, ErrTableNotFound) {
+			return Result{}, err
+		}
+	case q == querier(s.pool):
 		err = s.routed(account, lt, w.PartitionKey, func(_, writes *combiner, _ *pgxpool.Pool) (err error) {
 			tag, err = writes.exec(ctx, writeKey(account, lt, w), sql, args)
 			return err
 		})
-	} else {
+	default:
 		tag, err = q.Exec(ctx, sql, args...)
 	}
 	if err != nil {
@@ -499,6 +535,20 @@ func (s *Store) writeResult(ctx context.Context, q querier, account, lt string, 
 	return Result{Timestamp: ts, ETag: formatETag(ts, xmin, w.PartitionKey, w.RowKey)}, nil
 }
 
+// writeResultMaybeByID is writeResult, or with byID, writeByID for a
+// write that returns (xmin, ts).
+func (s *Store) writeResultMaybeByID(ctx context.Context, q querier, byID bool, account, lt string, w *Write, sql string, args []any) (Result, error) {
+	if !byID {
+		return s.writeResult(ctx, q, account, lt, w, sql, args)
+	}
+	var xmin uint32
+	var ts int64
+	if err := s.writeByID(ctx, account, lt, w, sql, args, &xmin, &ts); err != nil {
+		return Result{}, err
+	}
+	return Result{Timestamp: ts, ETag: formatETag(ts, xmin, w.PartitionKey, w.RowKey)}, nil
+}
+
 // writeKey orders the writes of a combined round trip (see combiner).
 func writeKey(account, lt string, w *Write) string {
 	return account + "\x00" + lt + "\x00" + w.PartitionKey + "\x00" + w.RowKey
@@ -507,48 +557,27 @@ func writeKey(account, lt string, w *Write) string {
 // getEntity reads one entity.
 func (s *Store) getEntity(ctx context.Context, account, table, pk, rk string) (*odata.Entity, error) {
 	lt := tableKey(table)
-	r := newPointRead(account, lt, pk, rk)
 	if !s.distributed.Load() {
+		r := newPointRead(account, lt, pk, rk)
 		return r.entity(s.reads.submit(ctx, &r.op))
 	}
-	// Routed, the read still joins tables, which keeps it off Citus's fast
-	// path: a read by a cached table id takes the fast path, but the check
-	// that the id is still live, a second statement, cost the node as much
-	// as the join saved, and pgtables more (pgtables-bench, 16 clients:
-	// 323 µs of CPU a read against 266-271).
-	return r.entity(s.routedTo(s.placeRead(r), func(reads, _ *combiner, _ *pgxpool.Pool) error {
-		// A second try, on the coordinator, needs a fresh op.
-		r.op.err, r.op.done = nil, make(chan struct{})
-		return reads.submit(ctx, &r.op)
-	}))
-}
-
-// placeRead returns the node of a point read's shard on a distributed
-// schema (nil: the coordinator) and makes the read one of the reads of its
-// table and shard that share a round trip merge into one statement there
-// (sqlGetShard), as mergeGets does on one PostgreSQL. A read of a shard
-// that is not known yet is merged with none.
-func (s *Store) placeRead(r *pointRead) *node {
-	table := r.op.group // newPointRead's: the account and table
-	r.op.group, r.op.merge = "", nil
-	rt := s.router.Load()
-	if rt == nil {
-		return nil
-	}
-	n, shard, ok := rt.place(r.op.args[2].(int64))
-	if ok {
-		r.op.group, r.op.merge = table+"\x00"+strconv.Itoa(int(shard)), mergeShardGets
-	}
-	return n
+	return s.getEntityByID(ctx, account, lt, pk, rk)
 }
 
 // A pointRead is GetEntity's statement with its destinations, in one
 // allocation.
 type pointRead struct {
 	op      combined
-	dest    [4]any
+	dest    [5]any
 	args    [5]any // op.args
 	tableID int64
+	// byID: the statement names the table by id (sqlGetByID or a
+	// directRead's), and a missing row is a missing entity.
+	byID bool
+	// A directRead's: its guard's 1, and whether the shard's placement is
+	// on the node.
+	live int64
+	here bool
 	// Value types, not pointers, for the nullable columns of the outer
 	// join: pgx scans pointers through reflection, allocating each time.
 	ts    pgtype.Int8
@@ -558,10 +587,10 @@ type pointRead struct {
 
 func newPointRead(account, lt, pk, rk string) *pointRead {
 	r := &pointRead{}
-	r.dest = [4]any{&r.tableID, &r.ts, &r.xmin, &r.props}
+	r.dest = [5]any{&r.tableID, &r.ts, &r.xmin, &r.props}
 	r.args = [5]any{account, lt, distributionKey(account, lt, pk), pk, rk}
 	r.op = combined{
-		sql: sqlGet, args: r.args[:], scan: r.dest[:],
+		sql: sqlGet, args: r.args[:], scan: r.dest[:4],
 		group: account + "\x00" + lt, merge: mergeGets, done: make(chan struct{}),
 	}
 	return r
@@ -570,6 +599,8 @@ func newPointRead(account, lt, pk, rk string) *pointRead {
 // entity is the read's outcome, given its statement's error.
 func (r *pointRead) entity(err error) (*odata.Entity, error) {
 	switch {
+	case errors.Is(err, pgx.ErrNoRows) && r.byID:
+		return nil, ErrEntityNotFound
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil, ErrTableNotFound
 	case err != nil:
@@ -577,7 +608,7 @@ func (r *pointRead) entity(err error) (*odata.Entity, error) {
 	case !r.ts.Valid:
 		return nil, ErrEntityNotFound
 	}
-	pk, rk := r.op.args[3].(string), r.op.args[4].(string)
+	pk, rk := r.op.args[len(r.op.args)-2].(string), r.op.args[len(r.op.args)-1].(string)
 	// The properties stay in their stored form: the encoder writes them
 	// from it (see odata.Entity).
 	return &odata.Entity{PartitionKey: pk, RowKey: rk, Timestamp: r.ts.Int64, ETag: formatETag(r.ts.Int64, r.xmin.Uint32, pk, rk), Stored: r.props}, nil
@@ -603,10 +634,4 @@ func mergeGets(ops []*combined) (string, []any) {
 		dkeys[i], pks[i], rks[i] = op.args[2].(int64), op.args[3].(string), op.args[4].(string)
 	}
 	return sqlGetMany, []any{ops[0].args[0], ops[0].args[1], dkeys, pks, rks}
-}
-
-// mergeShardGets is mergeGets for the reads of one Citus shard.
-func mergeShardGets(ops []*combined) (string, []any) {
-	_, args := mergeGets(ops)
-	return sqlGetShard, args
 }

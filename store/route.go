@@ -45,13 +45,25 @@ const routeDown = 5 * time.Second
 // the node of one healthy placement, in hash order. entities::regclass
 // follows the search_path, as the store's statements do.
 const sqlPlacements = `
-SELECT s.shardminvalue::integer, s.shardmaxvalue::integer, n.groupid = 0, n.nodename, n.nodeport
+SELECT s.shardminvalue::integer, s.shardmaxvalue::integer, n.groupid = 0, n.nodename, n.nodeport,
+  s.shardid, shard_name('entities'::regclass, s.shardid)
 FROM pg_dist_shard s
 JOIN pg_dist_placement p ON p.shardid = s.shardid
 JOIN pg_dist_node n ON n.groupid = p.groupid
 WHERE s.logicalrelid = 'entities'::regclass AND p.shardstate = 1
   AND n.noderole = 'primary' AND n.isactive
 ORDER BY 1, n.groupid`
+
+// sqlTablesPlacements lists the nodes that hold a placement of the
+// reference table tables, with the name of its shard there (schema
+// qualified when not on the search_path's first schema).
+const sqlTablesPlacements = `
+SELECT shard_name('tables'::regclass, s.shardid), n.groupid = 0, n.nodename, n.nodeport
+FROM pg_dist_shard s
+JOIN pg_dist_placement p ON p.shardid = s.shardid
+JOIN pg_dist_node n ON n.groupid = p.groupid
+WHERE s.logicalrelid = 'tables'::regclass AND p.shardstate = 1
+  AND n.noderole = 'primary' AND n.isactive`
 
 // citusHash is the hash by which Citus places a bigint distribution
 // value: PostgreSQL's hashint8, read as a signed 32-bit integer (Citus's
@@ -92,6 +104,9 @@ type node struct {
 	pool          *pgxpool.Pool
 	reads, writes *combiner
 	downUntil     atomic.Int64 // unix nanoseconds; see routeDown
+	// live is the table guard's statement on this node: on the node's
+	// own placement of tables when it has one (see tableGuard).
+	live atomic.Pointer[string]
 }
 
 // shardRange is the hash range of one shard and the node of its placement
@@ -99,6 +114,7 @@ type node struct {
 type shardRange struct {
 	min, max int32
 	node     *node
+	direct   *directRead // on node; nil: none (see citus_reads.go)
 }
 
 // placements is one load of the metadata.
@@ -119,6 +135,9 @@ type router struct {
 	mu       sync.Mutex
 	nodes    map[string]*node
 	loadHook func() // tests: after every load
+	// coordLive is where the coordinator's combiners read their table
+	// guard's statement (see combiner.tableGuard).
+	coordLive *atomic.Pointer[string]
 }
 
 // RouteConns is the default of Options.RouteConns for a pool of conns
@@ -137,7 +156,7 @@ func (s *Store) startRouting(ctx context.Context) error {
 	if conns == 0 {
 		conns = RouteConns(int(s.pool.Config().MaxConns))
 	}
-	r := &router{base: s.pool.Config(), conns: int32(conns), combine: DefaultCombine(conns), coord: s.pool, nodes: map[string]*node{}}
+	r := &router{base: s.pool.Config(), conns: int32(conns), combine: DefaultCombine(conns), coord: s.pool, nodes: map[string]*node{}, coordLive: &s.coordLive}
 	if !s.router.CompareAndSwap(nil, r) {
 		return nil
 	}
@@ -165,6 +184,10 @@ func (r *router) close() {
 
 // load reads the placements from the coordinator.
 func (r *router) load(ctx context.Context) error {
+	tablesShard, local, err := r.loadTables(ctx)
+	if err != nil {
+		return err
+	}
 	rows, err := r.coord.Query(ctx, sqlPlacements)
 	if err != nil {
 		return classify(fmt.Errorf("load placements: %w", err))
@@ -174,10 +197,12 @@ func (r *router) load(ctx context.Context) error {
 		coord    bool
 		host     string
 		port     int32
+		shardID  int64
+		shard    string
 	}
 	var found []row
 	var x row
-	_, err = pgx.ForEachRow(rows, []any{&x.min, &x.max, &x.coord, &x.host, &x.port}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&x.min, &x.max, &x.coord, &x.host, &x.port, &x.shardID, &x.shard}, func() error {
 		found = append(found, x)
 		return nil
 	})
@@ -194,14 +219,63 @@ func (r *router) load(ctx context.Context) error {
 			if sr.node, err = r.node(f.host, uint16(f.port)); err != nil {
 				return err
 			}
+			if _, ok := local[sr.node.addr]; ok {
+				sr.direct = newDirectRead(f.shardID, f.shard, tablesShard)
+			}
 		}
 		p.ranges = append(p.ranges, sr)
 	}
+	r.setGuards(local)
 	r.cur.Store(p)
 	if r.loadHook != nil {
 		r.loadHook()
 	}
 	return nil
+}
+
+// loadTables reads the placements of tables: the name of its shard, and
+// the nodes that hold a placement of it, by address ("": the
+// coordinator), each with the table guard's statement there.
+func (r *router) loadTables(ctx context.Context) (shard string, local map[string]string, err error) {
+	rows, err := r.coord.Query(ctx, sqlTablesPlacements)
+	if err != nil {
+		return "", nil, classify(fmt.Errorf("load placements of tables: %w", err))
+	}
+	var host string
+	var coord bool
+	var port int32
+	local = map[string]string{}
+	_, err = pgx.ForEachRow(rows, []any{&shard, &coord, &host, &port}, func() error {
+		addr := ""
+		if !coord {
+			addr = net.JoinHostPort(host, strconv.Itoa(int(port)))
+		}
+		local[addr] = shardGuard(shard)
+		return nil
+	})
+	if err != nil {
+		return "", nil, classify(fmt.Errorf("load placements of tables: %w", err))
+	}
+	return shard, local, nil
+}
+
+// setGuards sets the table guard's statement of every node, and of the
+// coordinator: on the node's placement of tables, read as a table of its
+// own, when it has one (local, from loadTables); else through Citus.
+func (r *router) setGuards(local map[string]string) {
+	setLive := func(p *atomic.Pointer[string], addr string) {
+		if sql, ok := local[addr]; ok {
+			p.Store(&sql)
+		} else {
+			p.Store(nil)
+		}
+	}
+	setLive(r.coordLive, "")
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for addr, n := range r.nodes {
+		setLive(&n.live, addr)
+	}
 }
 
 // node returns the node at host:port, with a pool made on first use.
@@ -261,6 +335,7 @@ func (r *router) node(host string, port uint16) (*node, error) {
 	n := &node{addr: addr, pool: pool}
 	n.reads = newCombinerOn(pool, r.combine, int(r.conns)/2)
 	n.writes = newCombinerOn(pool, r.combine, int(r.conns)/2)
+	n.reads.live, n.writes.live = &n.live, &n.live
 	r.nodes[addr] = n
 	return n, nil
 }
@@ -277,11 +352,17 @@ func (r *router) lookup(dkey int64) *node {
 // place is lookup that also names the shard: the lower bound of its hash
 // range, with ok false when no loaded placement covers dkey.
 func (r *router) place(dkey int64) (n *node, shard int32, ok bool) {
+	n, sr, ok := r.placeRange(dkey)
+	return n, sr.min, ok
+}
+
+// placeRange is place with the whole shardRange.
+func (r *router) placeRange(dkey int64) (n *node, sr shardRange, ok bool) {
 	p := r.cur.Load()
 	if p == nil || time.Since(p.loaded) > routeRefresh {
 		r.refresh()
 		if p == nil {
-			return nil, 0, false
+			return nil, shardRange{}, false
 		}
 	}
 	h := citusHash(dkey)
@@ -295,13 +376,14 @@ func (r *router) place(dkey int64) (n *node, shard int32, ok bool) {
 		return 0
 	})
 	if i == len(p.ranges) || p.ranges[i].min > h || p.ranges[i].max < h {
-		return nil, 0, false
+		return nil, shardRange{}, false
 	}
-	n = p.ranges[i].node
+	sr = p.ranges[i]
+	n = sr.node
 	if n != nil && n.downUntil.Load() > time.Now().UnixNano() {
 		n = nil
 	}
-	return n, p.ranges[i].min, true
+	return n, sr, true
 }
 
 // refresh reloads the placements in the background, once at a time.

@@ -44,6 +44,7 @@ type Store struct {
 	obs           atomic.Pointer[observerRef] // see SetObserver
 	distributed   atomic.Bool                 // see DetectDistribution
 	router        atomic.Pointer[router]      // see route.go
+	coordLive     atomic.Pointer[string]      // the coordinator's table guard (router.loadGuards)
 	purge         purgeState                  // see Purge
 	tableIDs      tableIDs                    // see writeByID
 	builds        buildState                  // see CreateIndex
@@ -143,6 +144,7 @@ func NewWithOptions(pool *pgxpool.Pool, opts Options) *Store {
 	}
 	s.reads = newCombiner(s, opts.Combine, conns/2)
 	s.writes = newCombiner(s, opts.Combine, conns/2)
+	s.reads.live, s.writes.live = &s.coordLive, &s.coordLive
 	return s
 }
 

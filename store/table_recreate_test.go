@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pgtables/pgtables/odata"
 
 	"github.com/pgtables/pgtables/internal/testdb"
 )
@@ -51,7 +54,7 @@ func TestCitusTableRecreatedUnderConcurrency(t *testing.T) {
 func testTableRecreated(t *testing.T, s, admin *Store) {
 	ctx := context.Background()
 	type op struct {
-		kind       string // insert, upsert, update, read
+		kind       string // insert, upsert, update, update-if-match, delete-if-match, read
 		rk         string
 		start, end time.Time
 		err        error
@@ -82,7 +85,8 @@ func testTableRecreated(t *testing.T, s, admin *Store) {
 				// A few partitions, so that on Citus the statements go to
 				// both workers.
 				pk := "p" + strconv.Itoa(r.IntN(4))
-				o := op{kind: [...]string{"insert", "upsert", "update", "read"}[r.IntN(4)], start: time.Now()}
+				kinds := [...]string{"insert", "upsert", "update", "update-if-match", "read", "insert", "upsert", "update", "update-if-match", "read", "delete-if-match"}
+				o := op{kind: kinds[r.IntN(len(kinds))], start: time.Now()}
 				switch o.kind {
 				case "insert", "upsert":
 					o.rk = fmt.Sprintf("%s-%d-%d", pk, w, i)
@@ -94,6 +98,24 @@ func testTableRecreated(t *testing.T, s, admin *Store) {
 				case "update":
 					o.rk = pick(r)
 					_, o.err = s.Write(ctx, acct, "t", &Write{Op: OpReplace, PartitionKey: o.rk[:2], RowKey: o.rk, Properties: props("U", i), Match: MatchAny})
+				case "update-if-match", "delete-if-match":
+					// Read, then write on the condition of the ETag read:
+					// both within the operation.
+					o.rk = pick(r)
+					var e *odata.Entity
+					if e, o.err = s.GetEntity(ctx, acct, "t", o.rk[:2], o.rk); o.err != nil {
+						break
+					}
+					m, err := ParseMatch([]string{e.ETag})
+					if err != nil {
+						t.Error(err)
+						break
+					}
+					wr := Write{Op: OpReplace, PartitionKey: o.rk[:2], RowKey: o.rk, Properties: props("U", i), Match: m}
+					if o.kind == "delete-if-match" {
+						wr = Write{Op: OpDelete, PartitionKey: o.rk[:2], RowKey: o.rk, Match: m}
+					}
+					_, o.err = s.Write(ctx, acct, "t", &wr)
 				case "read":
 					o.rk = pick(r)
 					_, o.err = s.GetEntity(ctx, acct, "t", o.rk[:2], o.rk)
@@ -148,11 +170,19 @@ func testTableRecreated(t *testing.T, s, admin *Store) {
 	if _, err := pgx.ForEachRow(rows, []any{&rk, &id}, func() error { home[rk] = id; return nil }); err != nil {
 		t.Fatal(err)
 	}
+	// A deleted entity is no longer there to tell its table: the
+	// operations on it are checked for the table's outcome only.
+	deleted := map[string]bool{}
+	for _, o := range ops {
+		if o.kind == "delete-if-match" && o.err == nil {
+			deleted[o.rk] = true
+		}
+	}
 	within, after := 0, 0
 	for _, o := range ops {
 		// An operation that succeeded on an existing entity used the
 		// incarnation that holds it.
-		if o.err == nil && o.rk != "none" {
+		if o.err == nil && o.rk != "none" && !deleted[o.rk] {
 			if j, ok := incarnation[home[o.rk]]; ok && o.start.After(lives[j].deleted) {
 				t.Errorf("%s %s began %v after incarnation %d was deleted, and succeeded on its entity", o.kind, o.rk, o.start.Sub(lives[j].deleted), j)
 			}
@@ -176,6 +206,13 @@ func testTableRecreated(t *testing.T, s, admin *Store) {
 		switch {
 		case errors.Is(o.err, ErrTableNotFound):
 			t.Errorf("%s %s within incarnation %d: table not found", o.kind, o.rk, k)
+		case deleted[o.rk]:
+			if o.err != nil && !errors.Is(o.err, ErrEntityNotFound) && !errors.Is(o.err, ErrConditionNotMet) {
+				t.Errorf("%s %s: %v", o.kind, o.rk, o.err)
+			}
+		case errors.Is(o.err, ErrConditionNotMet) && strings.HasSuffix(o.kind, "-if-match"):
+			// Another worker wrote the entity between the read and the
+			// write.
 		case o.err == nil && o.rk != "none" && home[o.rk] != ids[k]:
 			t.Errorf("%s %s within incarnation %d (table %d) succeeded on table %d's entity", o.kind, o.rk, k, ids[k], home[o.rk])
 		case errors.Is(o.err, ErrEntityNotFound) && home[o.rk] == ids[k] && o.kind != "insert":

@@ -13,36 +13,37 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// On Citus a single write outside a batch (insert, Insert Or Replace)
-// names its table by id, an INSERT ... VALUES of plain parameters that
-// Citus routes straight to the partition's shard and plans once per
-// connection. The id comes from a cache of this process, and a guard,
-// sent just before the write in the same implicit transaction to the same
-// node, checks that it still is a live table's: it reads the node's own
-// copy of tables (a reference table), as a statement of its own that
-// Citus plans once too. When the table has been deleted the guard fails,
-// the write with it, and the write runs again with the id of the live
-// table of that name, if there is one now.
+// On Citus a single write outside a batch (insert, Insert Or Replace,
+// and Replace, Merge and Delete with If-Match) names its table by id, a
+// statement of entities alone that Citus routes straight to the
+// partition's shard on its fast path, where the subquery on tables by name
+// took its full planner on every call. The id comes from a cache of this
+// process, and a guard, sent just before the write in the same implicit
+// transaction to the same node, checks that it still is a live table's: it
+// reads the node's own placement of tables (a reference table, with a
+// placement on every node), as the plain table it is there when the node
+// has one (shardGuard: PostgreSQL plans it once per connection, where
+// Citus's fast path costs about as much as the read it guards), else
+// through Citus. When the table has been deleted the guard fails, the
+// write with it, and the write runs again with the id of the live table
+// of that name, if there is one now. A point read does the same in one
+// statement (citus_reads.go).
 //
 // So a write never lands in a table that was already deleted when it
 // began (the guard's snapshot is later than that), and a table created
 // again under the same name, which has a new id, never gets a write meant
 // for the one before or the reverse: ids are never reused, and the purger
 // removes the straggling writes that committed while their table was
-// being deleted (PurgeConfig.Grace).
+// being deleted (PurgeConfig.Grace). TestTableRecreatedUnderConcurrency
+// fails with the guard left out.
 //
 // Resolving the id inside the write instead, through live_table_id
 // (migration 0004), made the node run a second distributed statement
 // nested in the write, each time planned anew: twice the node's CPU of
 // the same INSERT with its id given (pgbench on a worker: 385-440 µs
-// against 165-180, and 70-120 µs for the guard). The writes of one round
-// trip to a node share the guard of their table (see guard).
-//
-// Point reads keep their join with tables: read by the cached id after
-// the guard, they cost as much or more (pgtables-bench on the 3-node
-// cluster, 16 clients: 492 µs of CPU a read against 497 for the join, 811
-// against 632 for the mixed scenario, at load 25-40), the guard being a
-// statement of its own where the join rides in the read.
+// against 165-180, and 70-120 µs for the guard through Citus; about 20
+// for the guard on the placement). The writes of one round trip to a
+// node share the guard of their table (see guard).
 
 // sqlGuardTableLive fails with division_by_zero when table $1 is no
 // longer live: a failure, not an empty answer, is what stops the write
@@ -118,14 +119,25 @@ func (s *Store) writesByID(q querier) bool {
 // above). It returns ErrTableNotFound when there is no live table of that
 // name, or it was deleted while the write ran.
 func (s *Store) writeByID(ctx context.Context, account, lt string, w *Write, sql string, args []any, dest ...any) error {
+	return s.withTableID(ctx, account, lt, s.route(account, lt, w.PartitionKey), func(_, writes *combiner, id int64) error {
+		args[0] = id
+		return writes.queryRowGuarded(ctx, writeKey(account, lt, w), writes.tableGuard(id), sql, args, dest...)
+	})
+}
+
+// withTableID runs fn, guarded statements on table id through the
+// combiners of node n (nil: the coordinator), with the id of account's
+// live table lt; once more with the id of the table of that name now
+// when fn's guard found its id deleted. It returns ErrTableNotFound when
+// there is no live table of that name, or it was deleted while fn ran.
+func (s *Store) withTableID(ctx context.Context, account, lt string, n *node, fn func(reads, writes *combiner, id int64) error) error {
 	for retried := false; ; retried = true {
 		id, err := s.liveTableID(ctx, account, lt)
 		if err != nil {
 			return err
 		}
-		args[0] = id
-		err = s.routed(account, lt, w.PartitionKey, func(_, writes *combiner, _ *pgxpool.Pool) error {
-			return writes.queryRowGuarded(ctx, writeKey(account, lt, w), tableGuard(id), sql, args, dest...)
+		err = s.routedTo(n, func(reads, writes *combiner, _ *pgxpool.Pool) error {
+			return fn(reads, writes, id)
 		})
 		if !tableGone(err) {
 			return err
@@ -137,9 +149,22 @@ func (s *Store) writeByID(ctx context.Context, account, lt string, w *Write, sql
 	}
 }
 
-// tableGuard is the guard of a statement on table id.
-func tableGuard(id int64) *guard {
-	return &guard{key: strconv.FormatInt(id, 10), sql: sqlGuardTableLive, args: []any{id}}
+// tableGuard is the guard of a statement on table id, sent through c.
+func (c *combiner) tableGuard(id int64) *guard {
+	sql := sqlGuardTableLive
+	if c.live != nil {
+		if p := c.live.Load(); p != nil {
+			sql = *p
+		}
+	}
+	return &guard{key: strconv.FormatInt(id, 10), sql: sql, args: []any{id}}
+}
+
+// shardGuard is sqlGuardTableLive on a node's placement of tables, its
+// shard named as such: a plain PostgreSQL statement that Citus leaves
+// alone (see above).
+func shardGuard(shard string) string {
+	return `SELECT 1 / count(*) FROM ` + shard + ` WHERE id = $1 AND deleted_at IS NULL`
 }
 
 // tableGone reports the failure of sqlGuardTableLive.
