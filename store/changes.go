@@ -129,7 +129,14 @@ func (s *Store) changeStatement(sql, op string, tagArg int, order string) string
 
 // captured returns the statement and arguments of an entity write of
 // account: with its change recorded when the account's feed is on.
+// On Citus the change row is inserted after the write instead, from what
+// the write returns (changes_citus.go): w.change.
 func (s *Store) captured(account string, w *Write, op, sql string, args []any) (string, []any) {
+	w.change = nil
+	if s.distributed.Load() && s.feedOn(account) {
+		sql, w.change = s.citusCaptured(w, op, sql)
+		return sql, args
+	}
 	return s.capturedOrdered(account, w.txn, op, sql, args, "")
 }
 

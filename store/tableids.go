@@ -118,6 +118,9 @@ func (s *Store) writesByID(q querier) bool {
 // above). It returns ErrTableNotFound when there is no live table of that
 // name, or it was deleted while the write ran.
 func (s *Store) writeByID(ctx context.Context, account, lt string, w *Write, sql string, args []any, dest ...any) error {
+	if w.change != nil {
+		dest = append(dest[:len(dest):len(dest)], w.change.dest()...)
+	}
 	for retried := false; ; retried = true {
 		id, err := s.liveTableID(ctx, account, lt)
 		if err != nil {
@@ -125,7 +128,7 @@ func (s *Store) writeByID(ctx context.Context, account, lt string, w *Write, sql
 		}
 		args[0] = id
 		err = s.routed(account, lt, w.PartitionKey, func(_, writes *combiner, _ *pgxpool.Pool) error {
-			return writes.queryRowGuarded(ctx, writeKey(account, lt, w), tableGuard(id), sql, args, dest...)
+			return writes.queryRowChange(ctx, writeKey(account, lt, w), tableGuard(id), w.change, sql, args, dest...)
 		})
 		if !tableGone(err) {
 			return err

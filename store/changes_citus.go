@@ -1,0 +1,143 @@
+package store
+
+import (
+	"context"
+	"strings"
+	"time"
+)
+
+// Capturing changes on Citus. recordChange's single statement, a
+// data-modifying CTE that writes the entity and inserts its change row,
+// is never router-planned by Citus, even with both rows on one shard: the
+// CTE runs as a subplan whose result is broadcast to every node, the
+// change row's INSERT ... SELECT reads it back, and the write becomes a
+// distributed transaction with a two-phase commit on all three nodes.
+// That tripled the nodes' CPU per write (pgbench on a worker: 2,900 µs
+// against 365 for the bare insert) and gave the coordinator work on every
+// write.
+//
+// So on Citus a write returns what its change row needs (the write's
+// RETURNING, extended) and the change rows are inserted after it, in the
+// same transaction on the same node: the write, in an explicit
+// transaction, goes in one round trip, and the change rows of every write
+// of that round trip (see combiner) go in one statement with the COMMIT in
+// a second one. Both are statements on the node's own shards, executed
+// locally: no other node takes part. One multi-row insert for the round
+// trip's writes costs the node about 100 µs a write; a change row per
+// write, as its own statement, about 200 (pgbench on a worker, four writes
+// a round trip).
+
+// sqlInsertChanges inserts change rows given as arrays, in their order,
+// which is the order of their ids (write order on a node).
+const sqlInsertChanges = `
+INSERT INTO changes (dkey, table_id, tag, op, pk, rk, ts, xid, props)
+SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::smallint[], $5::text[], $6::text[], $7::bigint[], $8::bigint[], $9::jsonb[])`
+
+// What a captured write returns beyond its own RETURNING, for its change
+// row: the row's table, distribution key, whether ON CONFLICT updated it
+// (xmax), and the entity after the change; a delete only the first two.
+const (
+	citusChangeReturning       = `, table_id, dkey, xmax::text::bigint, ts, xmin::text::bigint, props`
+	citusChangeReturningDelete = ` RETURNING table_id, dkey`
+)
+
+// A pendingChange is the change row of one write on Citus, filled from
+// the write's RETURNING (dest) and inserted once the write succeeded.
+type pendingChange struct {
+	tag    int64
+	op     int16 // for an upsert, the op when the entity existed
+	upsert bool  // an insert when the row was new (xmax 0)
+	pk, rk string
+
+	tableID, dkey, xmax, ts, xid int64
+	props                        []byte
+}
+
+// dest returns the scan destinations of the columns the write returns for
+// its change row (after its own).
+func (c *pendingChange) dest() []any {
+	if c.op == 4 {
+		return []any{&c.tableID, &c.dkey}
+	}
+	return []any{&c.tableID, &c.dkey, &c.xmax, &c.ts, &c.xid, &c.props}
+}
+
+// changeOps maps recordChange's op expressions to the change row's op.
+var changeOps = map[string]struct {
+	op     int16
+	upsert bool
+}{
+	changeInsert:        {1, false},
+	changeReplace:       {2, false},
+	changeMerge:         {3, false},
+	changeDelete:        {4, false},
+	changeUpsertReplace: {2, true},
+	changeUpsertMerge:   {3, true},
+}
+
+// citusCaptured returns sql extended to return its change row's columns,
+// and the change to fill from them.
+func (s *Store) citusCaptured(w *Write, op, sql string) (string, *pendingChange) {
+	o := changeOps[op]
+	c := &pendingChange{tag: w.txn, op: o.op, upsert: o.upsert, pk: w.PartitionKey, rk: w.RowKey}
+	if c.tag == 0 {
+		c.tag = newChangeTag()
+	}
+	key := "citus\x00" + op + "\x00" + sql
+	if v, ok := s.changeSQL.Load(key); ok {
+		return v.(string), c
+	}
+	// Every write but a delete ends in its RETURNING.
+	v := strings.TrimRight(sql, " \n") + citusChangeReturning
+	if c.op == 4 {
+		v = strings.TrimRight(sql, " \n") + citusChangeReturningDelete
+	}
+	s.changeSQL.Store(key, v)
+	return v, c
+}
+
+// changeArgs returns sqlInsertChanges' arguments for changes.
+func changeArgs(changes []*pendingChange) []any {
+	n := len(changes)
+	dkeys, tables, tags := make([]int64, n), make([]int64, n), make([]int64, n)
+	ops := make([]int16, n)
+	pks, rks := make([]string, n), make([]string, n)
+	ts, xids := make([]*int64, n), make([]*int64, n)
+	props := make([][]byte, n)
+	for i, c := range changes {
+		dkeys[i], tables[i], tags[i], pks[i], rks[i] = c.dkey, c.tableID, c.tag, c.pk, c.rk
+		ops[i] = c.op
+		if c.upsert && c.xmax == 0 {
+			ops[i] = 1
+		}
+		if c.op != 4 {
+			ts[i], xids[i], props[i] = &c.ts, &c.xid, c.props
+		}
+	}
+	return []any{dkeys, tables, tags, ops, pks, rks, ts, xids, props}
+}
+
+// insertChanges inserts the changes of writes that ran in q's transaction.
+func insertChanges(ctx context.Context, q querier, changes ...*pendingChange) error {
+	_, err := q.Exec(ctx, sqlInsertChanges, changeArgs(changes)...)
+	return err
+}
+
+// citusSpacingFactor spaces the sequencer's runs on Citus by their cost:
+// the pause after a run is at least this many times the run's duration,
+// so that runs take at most a twentieth of the time. A run there is a
+// statement on every shard and a commit on every node however few changes
+// it numbers (each took 10-25 ms under load, at 13 runs a second), so
+// fewer, larger runs cost less per change; on one PostgreSQL a run is
+// cheap and Spacing alone applies.
+const citusSpacingFactor = 19
+
+// runSpacing is the least time between two sequencer runs while writes
+// keep coming, after a run that took cost: Spacing, and on Citus
+// citusSpacingFactor times cost, up to Poll.
+func (s *Store) runSpacing(timing ChangeFeedTiming, cost time.Duration) time.Duration {
+	if !s.distributed.Load() {
+		return timing.Spacing
+	}
+	return max(timing.Spacing, min(timing.Poll, citusSpacingFactor*cost))
+}
