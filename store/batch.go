@@ -347,7 +347,7 @@ func (s *Store) insertMany(ctx context.Context, tx pgx.Tx, account, table string
 		for i := range writes {
 			changes[i] = &pendingChange{tag: writes[i].txn, op: 1, pk: pk, rk: rks[i], tableID: tableID, dkey: dkey, ts: now, xid: int64(inserted[rks[i]]), props: props[i]}
 		}
-		if err := insertChanges(ctx, tx, changes...); err != nil {
+		if err := insertManyChanges(ctx, tx, changes); err != nil {
 			return nil, batchFailure(0, fmt.Errorf("record changes: %w", err))
 		}
 	}

@@ -451,7 +451,8 @@ func (c *combiner) sendTx(ctx context.Context, batch []*combined) {
 		}
 		b := &pgx.Batch{}
 		if len(changes) > 0 {
-			b.Queue(sqlInsertChanges, changeArgs(changes)...)
+			sql, args := insertChangesArgs(changes)
+			b.Queue(sql, args...)
 		}
 		b.Queue("COMMIT")
 		failed = conn.SendBatch(ctx, b).Close()
