@@ -395,10 +395,26 @@ func (c *combiner) sendTx(ctx context.Context, batch []*combined) {
 			op.err = err
 		}
 	}
+	failed := c.sendTxOnce(ctx, batch)
+	switch {
+	case failed == nil:
+	case unavailable(failed) || len(batch) == 1:
+		fail(failed)
+	default:
+		// With the connection back in the pool: one each may be needed.
+		for _, op := range batch {
+			op.err, op.tag = nil, pgconn.CommandTag{}
+			c.sendTx(ctx, []*combined{op})
+		}
+	}
+}
+
+// sendTxOnce is one try of sendTx: it returns the error that rolled the
+// transaction back, if one did.
+func (c *combiner) sendTxOnce(ctx context.Context, batch []*combined) error {
 	conn, err := c.pool.Acquire(ctx)
 	if err != nil {
-		fail(err)
-		return
+		return err
 	}
 	defer conn.Release()
 	units := groupStatements(batch)
@@ -457,7 +473,7 @@ func (c *combiner) sendTx(ctx context.Context, batch []*combined) {
 		b.Queue("COMMIT")
 		failed = conn.SendBatch(ctx, b).Close()
 		if failed == nil {
-			return
+			return nil
 		}
 	}
 	if conn.Conn().PgConn().TxStatus() != 'I' {
@@ -467,13 +483,5 @@ func (c *combiner) sendTx(ctx context.Context, batch []*combined) {
 		}
 		cancel()
 	}
-	switch {
-	case unavailable(failed) || len(batch) == 1:
-		fail(failed)
-	default:
-		for _, op := range batch {
-			op.err, op.tag = nil, pgconn.CommandTag{}
-			c.sendTx(ctx, []*combined{op})
-		}
-	}
+	return failed
 }
