@@ -291,7 +291,13 @@ func (s *Store) insertMany(ctx context.Context, tx pgx.Tx, account, table string
 	b := &pgx.Batch{}
 	b.Queue(sqlWaitPartitionXact, lock)
 	lt := tableKey(table)
-	sql, args := s.capturedOrdered(account, writes[0].txn, changeInsert, sqlInsertMany, []any{account, lt, distributionKey(account, lt, pk), pk, now, rks, sizes, props}, changesInBatchOrder)
+	dkey := distributionKey(account, lt, pk)
+	// On Citus the change rows follow the insert (changes_citus.go).
+	citusChanges := s.distributed.Load() && s.feedOn(account)
+	sql, args := sqlInsertMany+", table_id", []any{account, lt, dkey, pk, now, rks, sizes, props}
+	if !citusChanges {
+		sql, args = s.capturedOrdered(account, writes[0].txn, changeInsert, sqlInsertMany, args, changesInBatchOrder)
+	}
 	b.Queue(sql, args...)
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
@@ -308,7 +314,12 @@ func (s *Store) insertMany(ctx context.Context, tx pgx.Tx, account, table string
 	inserted := make(map[string]uint32, len(writes))
 	var rk string
 	var xmin uint32
-	_, err = pgx.ForEachRow(rows, []any{&rk, &xmin}, func() error {
+	var tableID int64
+	dest := []any{&rk, &xmin, &tableID}
+	if !citusChanges {
+		dest = dest[:2]
+	}
+	_, err = pgx.ForEachRow(rows, dest, func() error {
 		inserted[rk] = xmin
 		return nil
 	})
@@ -330,6 +341,15 @@ func (s *Store) insertMany(ctx context.Context, tx pgx.Tx, account, table string
 	for i := range writes {
 		x := inserted[writes[i].RowKey]
 		results[i] = Result{Timestamp: now, ETag: formatETag(now, x, pk, writes[i].RowKey)}
+	}
+	if citusChanges {
+		changes := make([]*pendingChange, len(writes))
+		for i := range writes {
+			changes[i] = &pendingChange{tag: writes[i].txn, op: 1, pk: pk, rk: rks[i], tableID: tableID, dkey: dkey, ts: now, xid: int64(inserted[rks[i]]), props: props[i]}
+		}
+		if err := insertManyChanges(ctx, tx, changes); err != nil {
+			return nil, batchFailure(0, fmt.Errorf("record changes: %w", err))
+		}
 	}
 	return results, nil
 }

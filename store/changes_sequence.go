@@ -115,7 +115,7 @@ func (s *Store) sequenceOnce(ctx context.Context, wait bool) (int, error) {
 			return nil
 		}
 		dkeys, ids, pos, txns := numberChanges(rows, last)
-		if _, err := tx.Exec(ctx, sqlNumberChanges, dkeys, ids, pos, txns); err != nil {
+		if err := s.execNumberChanges(ctx, tx, dkeys, ids, pos, txns); err != nil {
 			return err
 		}
 		n = len(rows)
@@ -351,13 +351,14 @@ func (s *Store) RunChangeFeed(ctx context.Context, timing ChangeFeedTiming, log 
 	defer poll.Stop()
 	nextPurge := time.Now()
 	var lastRun time.Time
+	var lastCost time.Duration
 	for {
 		work := true
 		select {
 		case <-ctx.Done():
 			return
 		case <-s.feed.kick:
-			if d := timing.Spacing - time.Since(lastRun); d > 0 {
+			if d := s.runSpacing(timing, lastCost) - time.Since(lastRun); d > 0 {
 				select {
 				case <-ctx.Done():
 					return
@@ -380,6 +381,7 @@ func (s *Store) RunChangeFeed(ctx context.Context, timing ChangeFeedTiming, log 
 			if err := s.sequence(ctx, false); err != nil && ctx.Err() == nil {
 				log.Warn("change feed: sequence changes", "err", err)
 			}
+			lastCost = time.Since(lastRun)
 		}
 		if time.Now().After(nextPurge) {
 			nextPurge = time.Now().Add(timing.PurgeEvery)

@@ -36,6 +36,7 @@ import (
 type combiner struct {
 	pool interface {
 		SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
+		Acquire(context.Context) (*pgxpool.Conn, error)
 	}
 	alone querier // runs a statement by itself
 	limit int     // round trips in flight at once
@@ -65,9 +66,12 @@ type combined struct {
 	group string
 	merge merger
 	guard *guard // nil: none
-	tag   pgconn.CommandTag
-	err   error
-	done  chan struct{}
+	// change is the statement's change row on Citus, filled by its scan
+	// and inserted after it (sendTx); nil: none.
+	change *pendingChange
+	tag    pgconn.CommandTag
+	err    error
+	done   chan struct{}
 }
 
 // A guard is a statement that runs before a statement in the same
@@ -118,9 +122,11 @@ func (c *combiner) queryRow(ctx context.Context, key, sql string, args []any, de
 	return c.submit(ctx, op)
 }
 
-// queryRowGuarded is queryRow after g (see guard).
-func (c *combiner) queryRowGuarded(ctx context.Context, key string, g *guard, sql string, args []any, dest ...any) error {
-	op := &combined{key: key, sql: sql, args: args, scan: dest, guard: g, done: make(chan struct{})}
+// queryRowChange is queryRow after g (see guard; nil: none), with the
+// change row ch (nil: none) inserted after it in its transaction (see
+// sendTx).
+func (c *combiner) queryRowChange(ctx context.Context, key string, g *guard, ch *pendingChange, sql string, args []any, dest ...any) error {
+	op := &combined{key: key, sql: sql, args: args, scan: dest, guard: g, change: ch, done: make(chan struct{})}
 	return c.submit(ctx, op)
 }
 
@@ -219,6 +225,10 @@ func (c *combiner) send(ctx context.Context, batch []*combined) {
 		return
 	}
 	slices.SortStableFunc(batch, func(a, b *combined) int { return cmp.Compare(a.key, b.key) })
+	if slices.ContainsFunc(batch, func(op *combined) bool { return op.change != nil }) {
+		c.sendTx(ctx, batch)
+		return
+	}
 	units := groupStatements(batch)
 	b := &pgx.Batch{}
 	for i, u := range units {
@@ -273,6 +283,10 @@ func (c *combiner) send(ctx context.Context, batch []*combined) {
 }
 
 func (c *combiner) sendAlone(ctx context.Context, op *combined) {
+	if op.change != nil {
+		c.sendTx(ctx, []*combined{op})
+		return
+	}
 	if op.guard != nil {
 		b := &pgx.Batch{}
 		b.Queue(op.guard.sql, op.guard.args...)
@@ -378,4 +392,107 @@ func routeRows(rows pgx.Rows, ops []*combined) error {
 		op.err = rows.Scan(dest...)
 	}
 	return rows.Err()
+}
+
+// sendTx sends batch (sorted), some of whose statements have change rows,
+// in an explicit transaction of two round trips: BEGIN with the
+// statements (and their guards), then the change rows of the statements
+// that wrote, in one statement, with the COMMIT (changes_citus.go). A
+// statement that fails rolls the transaction back, and each statement of
+// a batch of several runs again on its own, as in send.
+func (c *combiner) sendTx(ctx context.Context, batch []*combined) {
+	fail := func(err error) {
+		for _, op := range batch {
+			op.err = err
+		}
+	}
+	failed := c.sendTxOnce(ctx, batch)
+	switch {
+	case failed == nil:
+	case unavailable(failed) || len(batch) == 1:
+		fail(failed)
+	default:
+		// With the connection back in the pool: one each may be needed.
+		for _, op := range batch {
+			op.err, op.tag = nil, pgconn.CommandTag{}
+			c.sendTx(ctx, []*combined{op})
+		}
+	}
+}
+
+// sendTxOnce is one try of sendTx: it returns the error that rolled the
+// transaction back, if one did.
+func (c *combiner) sendTxOnce(ctx context.Context, batch []*combined) error {
+	conn, err := c.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	units := groupStatements(batch)
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	for i, u := range units {
+		if firstGuard(units, i) {
+			b.Queue(u[0].guard.sql, u[0].guard.args...)
+		}
+		if len(u) > 1 {
+			sql, args := u[0].merge(u)
+			b.Queue(sql, args...)
+		} else {
+			b.Queue(u[0].sql, u[0].args...)
+		}
+	}
+	br := conn.SendBatch(ctx, b)
+	_, failed := br.Exec()
+	for i, u := range units {
+		if failed != nil {
+			break
+		}
+		var guardErr error
+		if firstGuard(units, i) {
+			_, guardErr = br.Exec()
+		}
+		if len(u) > 1 {
+			answerMerged(br, u)
+		} else {
+			answer(br, u[0])
+		}
+		for _, op := range u {
+			if guardErr != nil {
+				op.err = guardErr
+			}
+			if op.err != nil && !errors.Is(op.err, pgx.ErrNoRows) && failed == nil {
+				failed = op.err
+			}
+		}
+	}
+	if err := br.Close(); err != nil && failed == nil {
+		failed = err
+	}
+	if failed == nil {
+		var changes []*pendingChange
+		for _, op := range batch {
+			if op.change != nil && op.err == nil {
+				changes = append(changes, op.change)
+			}
+		}
+		b := &pgx.Batch{}
+		if len(changes) > 0 {
+			sql, args := insertChangesArgs(changes)
+			b.Queue(sql, args...)
+		}
+		b.Queue("COMMIT")
+		failed = conn.SendBatch(ctx, b).Close()
+		if failed == nil {
+			return nil
+		}
+	}
+	if conn.Conn().PgConn().TxStatus() != 'I' {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		if _, err := conn.Exec(rctx, "ROLLBACK"); err != nil {
+			_ = conn.Conn().Close(rctx)
+		}
+		cancel()
+	}
+	return failed
 }

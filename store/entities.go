@@ -199,6 +199,10 @@ type Write struct {
 	// txn tags the change-feed rows of the writes of one transaction (a
 	// batch's); 0: a tag of the write's own (changes.go).
 	txn int64
+	// change is the write's change row on Citus, set with its statement
+	// by captured (changes_citus.go); nil: none, or recorded by the
+	// statement.
+	change *pendingChange
 }
 
 // Result is what a successful write produced.
@@ -382,7 +386,7 @@ func (s *Store) mergeSlow(ctx context.Context, q querier, account, lt string, w 
 					}
 					size := odata.EntitySize(w.PartitionKey, w.RowKey, w.Properties)
 					sql, args := s.captured(account, w, changeInsert, sqlInsertByID, []any{tableID, dkey, w.PartitionKey, w.RowKey, now, size, odata.AppendStored(nil, w.Properties)})
-					err := tx.QueryRow(ctx, sql, args...).Scan(&xmin)
+					err := s.writeRow(ctx, tx, account, lt, w, sql, args, &xmin)
 					if errors.Is(err, pgx.ErrNoRows) {
 						continue // inserted meanwhile by someone else: merge into it
 					}
@@ -467,6 +471,23 @@ func (s *Store) delete(ctx context.Context, q querier, account, lt string, w *Wr
 	sql, args = s.captured(account, w, changeDelete, sql, args)
 	var tag pgconn.CommandTag
 	var err error
+	if w.change != nil {
+		// The delete returns its change row's columns: a row is a delete.
+		if byID {
+			err = s.writeByID(ctx, account, lt, w, sql, args)
+		} else {
+			err = s.writeRow(ctx, q, account, lt, w, sql, args)
+		}
+		switch {
+		case errors.Is(err, ErrTableNotFound):
+			return Result{}, err
+		case errors.Is(err, pgx.ErrNoRows):
+			return Result{}, s.whyNot(ctx, q, account, lt, w.PartitionKey, w.RowKey)
+		case err != nil:
+			return Result{}, classify(fmt.Errorf("delete entity: %w", err))
+		}
+		return Result{}, nil
+	}
 	switch {
 	case byID:
 		err = s.withTableID(ctx, account, lt, s.route(account, lt, w.PartitionKey), func(_, writes *combiner, id int64) (err error) {
@@ -516,13 +537,21 @@ func (s *Store) whyNot(ctx context.Context, q querier, account, lt, pk, rk strin
 // writeRow runs a single-statement write and scans its row. Outside a
 // transaction it shares a round trip and a commit with concurrent writes
 // (see combiner); inside one it runs there.
+// With w.change (Citus), the write also returns its change row's columns,
+// and the change row is inserted after it in its transaction.
 func (s *Store) writeRow(ctx context.Context, q querier, account, lt string, w *Write, sql string, args []any, dest ...any) error {
+	if w.change != nil {
+		dest = append(dest[:len(dest):len(dest)], w.change.dest()...)
+	}
 	if q == querier(s.pool) {
 		return s.routed(account, lt, w.PartitionKey, func(_, writes *combiner, _ *pgxpool.Pool) error {
-			return writes.queryRow(ctx, writeKey(account, lt, w), sql, args, dest...)
+			return writes.queryRowChange(ctx, writeKey(account, lt, w), nil, w.change, sql, args, dest...)
 		})
 	}
-	return q.QueryRow(ctx, sql, args...).Scan(dest...)
+	if err := q.QueryRow(ctx, sql, args...).Scan(dest...); err != nil || w.change == nil {
+		return err
+	}
+	return insertChanges(ctx, q, w.change)
 }
 
 // writeResult runs a write that returns (xmin, ts).

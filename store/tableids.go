@@ -119,9 +119,12 @@ func (s *Store) writesByID(q querier) bool {
 // above). It returns ErrTableNotFound when there is no live table of that
 // name, or it was deleted while the write ran.
 func (s *Store) writeByID(ctx context.Context, account, lt string, w *Write, sql string, args []any, dest ...any) error {
+	if w.change != nil {
+		dest = append(dest[:len(dest):len(dest)], w.change.dest()...)
+	}
 	return s.withTableID(ctx, account, lt, s.route(account, lt, w.PartitionKey), func(_, writes *combiner, id int64) error {
 		args[0] = id
-		return writes.queryRowGuarded(ctx, writeKey(account, lt, w), writes.tableGuard(id), sql, args, dest...)
+		return writes.queryRowChange(ctx, writeKey(account, lt, w), writes.tableGuard(id), w.change, sql, args, dest...)
 	})
 }
 
