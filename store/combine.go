@@ -231,17 +231,7 @@ func (c *combiner) send(ctx context.Context, batch []*combined) {
 	}
 	units := groupStatements(batch)
 	b := &pgx.Batch{}
-	for i, u := range units {
-		if firstGuard(units, i) {
-			b.Queue(u[0].guard.sql, u[0].guard.args...)
-		}
-		if len(u) > 1 {
-			sql, args := u[0].merge(u)
-			b.Queue(sql, args...)
-		} else {
-			b.Queue(u[0].sql, u[0].args...)
-		}
-	}
+	queueUnits(b, units)
 	br := c.pool.SendBatch(ctx, b)
 	var failed error
 	for i, u := range units {
@@ -431,17 +421,7 @@ func (c *combiner) sendTxOnce(ctx context.Context, batch []*combined) error {
 	units := groupStatements(batch)
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	for i, u := range units {
-		if firstGuard(units, i) {
-			b.Queue(u[0].guard.sql, u[0].guard.args...)
-		}
-		if len(u) > 1 {
-			sql, args := u[0].merge(u)
-			b.Queue(sql, args...)
-		} else {
-			b.Queue(u[0].sql, u[0].args...)
-		}
-	}
+	queueUnits(b, units)
 	br := conn.SendBatch(ctx, b)
 	_, failed := br.Exec()
 	for i, u := range units {
@@ -495,4 +475,20 @@ func (c *combiner) sendTxOnce(ctx context.Context, batch []*combined) error {
 		cancel()
 	}
 	return failed
+}
+
+// queueUnits queues units' statements, each merged unit as one statement,
+// a guard before the first statement it guards.
+func queueUnits(b *pgx.Batch, units [][]*combined) {
+	for i, u := range units {
+		if firstGuard(units, i) {
+			b.Queue(u[0].guard.sql, u[0].guard.args...)
+		}
+		if len(u) > 1 {
+			sql, args := u[0].merge(u)
+			b.Queue(sql, args...)
+		} else {
+			b.Queue(u[0].sql, u[0].args...)
+		}
+	}
 }
