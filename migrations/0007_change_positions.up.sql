@@ -24,9 +24,9 @@ CREATE TABLE change_positions (
     at       timestamptz NOT NULL       -- when the writing transaction began: retention, a delete's Timestamp
 );
 CREATE INDEX change_positions_feed ON change_positions (table_id, pos);
--- Retention purges ranges of positions; rows come in position order, so a
--- block range index finds them at almost no cost to the sequencer.
-CREATE INDEX change_positions_pos ON change_positions USING brin (pos);
+-- Retention's. The sequencer inserts in position order, at the index's
+-- right edge.
+CREATE INDEX change_positions_pos ON change_positions (pos);
 
 -- The feed carries on: its numbered changes keep their positions; the
 -- sequencer takes the unnumbered ones over (below).

@@ -24,11 +24,10 @@ FROM change_positions p JOIN changes c ON c.dkey = p.dkey AND c.id = p.id
 WHERE p.table_id = $1 AND p.pos > $2 AND p.pos <= $3
 ORDER BY p.pos LIMIT $4`
 
-	// Positions are dense (one per change, gaps only where a deleted
-	// table's changes went), so a chunk of them is a range.
 	sqlExpiredEnd = `
-SELECT max(pos) FROM change_positions
-WHERE pos > $1 AND pos <= least($2, $1 + $4) AND at < now() - make_interval(secs => $3)`
+SELECT max(pos) FROM (
+  SELECT pos FROM change_positions WHERE pos > $1 AND pos <= $2 AND at < now() - make_interval(secs => $3)
+  ORDER BY pos LIMIT $4) s`
 	// By the ids, through the primary key: a join would be planned as
 	// a hash join over all of changes.
 	sqlPurgeChanges = `

@@ -61,7 +61,7 @@ SELECT (SELECT id FROM change_pending ORDER BY id LIMIT 1) IS NOT NULL
 	// node's sequence counts in a range of its own), so that the pending
 	// rows are found through their index: a join with the arrays is
 	// planned as a hash join over the whole table, dead rows included.
-	// In position order, which the block range index on pos relies on.
+	// In position order: to the right edge of the indexes on pos.
 	sqlNumberChanges = `
 WITH d AS (
   DELETE FROM change_pending WHERE id = ANY($2::bigint[])
