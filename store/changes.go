@@ -88,7 +88,8 @@ const (
 // change row's id and the transaction's tag), and the statement answers what the
 // write's own RETURNING did (1 for a write without one, whose rows are
 // counted). The transaction's tag is the last argument, tagArg. order, when
-// set, orders the change rows of a statement that writes several entities.
+// set, orders the change rows of a statement that writes several entities:
+// what follows "FROM w", a join and an ORDER BY.
 func recordChange(sql, op string, tagArg int, order string) string {
 	body, out := sql, "1"
 	if i := strings.LastIndex(sql, "RETURNING"); i >= 0 {
@@ -107,7 +108,7 @@ func recordChange(sql, op string, tagArg int, order string) string {
 	b.WriteString(values)
 	b.WriteString(" FROM w")
 	if order != "" {
-		b.WriteString(" ORDER BY ")
+		b.WriteString(" ")
 		b.WriteString(order)
 	}
 	b.WriteString("\nRETURNING dkey, id, table_id),\np AS (\nINSERT INTO change_pending (dkey, id, table_id, tag)\nSELECT dkey, id, table_id, $")
@@ -154,5 +155,6 @@ func newChangeTag() int64 { return rand.Int64() | 1 }
 
 // changesInBatchOrder orders the change rows of sqlInsertMany as the
 // batch's operations ($6 holds their row keys, unique in a batch), so the
-// feed lists them in that order.
-const changesInBatchOrder = `array_position($6::text[], rk)`
+// feed lists them in that order. A join rather than array_position, which
+// searches the array once per row: a tenth of a batch's CPU for the feed.
+const changesInBatchOrder = `JOIN unnest($6::text[]) WITH ORDINALITY AS o(rk, n) USING (rk) ORDER BY o.n`
