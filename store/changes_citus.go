@@ -31,6 +31,14 @@ import (
 // trip's writes costs the node about 100 µs a write; a change row per
 // write, as its own statement, about 200 (pgbench on a worker, four writes
 // a round trip).
+//
+// The change rows take migration 0006's form, with the transaction's tag
+// and no pending row, which the sequencer adopts on every run on Citus
+// (sqlAdoptChanges) as it adopts an older release's rows. A pending row
+// beside each change row needs the change row's id, which the node's
+// sequence gives only as the row is inserted: written in the same
+// statement it is a data-modifying CTE again, and after it, a third round
+// trip per write.
 
 // The change rows of a round trip go in one multi-row INSERT ... VALUES,
 // rows in write order (their ids follow it). Citus routes each row to its
@@ -216,8 +224,16 @@ func (s *Store) runSpacing(timing ChangeFeedTiming, cost time.Duration) time.Dur
 // sqlNumberShardChanges is sqlNumberChanges for the rows of one shard
 // ($5: their distribution keys), which Citus sends to that shard alone.
 // sqlNumberChanges, one statement for all rows, sends every shard all of
-// them, and each joins them all against its own.
-const sqlNumberShardChanges = sqlNumberChanges + ` AND c.dkey = ANY($5)`
+// them, and each looks them all up in its own.
+const sqlNumberShardChanges = `
+WITH d AS (
+  DELETE FROM change_pending WHERE id = ANY($2::bigint[]) AND dkey = ANY($5::bigint[])
+  RETURNING dkey, id, table_id, at)
+INSERT INTO change_positions (dkey, id, table_id, pos, txn, at)
+SELECT d.dkey, d.id, d.table_id, v.pos, v.txn, d.at
+FROM d JOIN unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[]) AS v(dkey, id, pos, txn)
+  ON v.dkey = d.dkey AND v.id = d.id
+ORDER BY v.pos`
 
 // execNumberChanges gives the rows (dkeys, ids) their positions (pos, txns)
 // in tx: on Citus with the shards known, one statement per shard, sent
