@@ -148,7 +148,7 @@ func (s *Store) sequenceOnce(ctx context.Context, wait bool) (int, error) {
 			return nil
 		}
 		dkeys, ids, pos, txns := numberChanges(rows, last)
-		if err := s.execNumberChanges(ctx, tx, dkeys, ids, pos, txns); err != nil {
+		if _, err := tx.Exec(ctx, sqlNumberChanges, dkeys, ids, pos, txns); err != nil {
 			return err
 		}
 		n = len(rows)
