@@ -29,7 +29,7 @@ type ChangeFeedConfig struct {
 	// OffOnCitus switches the feed off where entities are distributed
 	// (Citus): there a change row is a statement of its own after the
 	// write, and the sequencer's runs are statements on every shard and a
-	// distributed commit, 20-60% more CPU a write (README: Change feed).
+	// distributed commit, 40-80% more CPU a write (README: Change feed).
 	OffOnCitus bool
 	// OffAccounts are accounts whose feed is off.
 	OffAccounts []string
