@@ -2,13 +2,10 @@ package store
 
 import (
 	"context"
-	"math"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // Capturing changes on Citus. recordChange's single statement, a
@@ -31,6 +28,14 @@ import (
 // trip's writes costs the node about 100 µs a write; a change row per
 // write, as its own statement, about 200 (pgbench on a worker, four writes
 // a round trip).
+//
+// The change rows take migration 0006's form, with the transaction's tag
+// and no pending row, which the sequencer adopts on every run on Citus
+// (sqlAdoptChanges) as it adopts an older release's rows. A pending row
+// beside each change row needs the change row's id, which the node's
+// sequence gives only as the row is inserted: written in the same
+// statement it is a data-modifying CTE again, and after it, a third round
+// trip per write.
 
 // The change rows of a round trip go in one multi-row INSERT ... VALUES,
 // rows in write order (their ids follow it). Citus routes each row to its
@@ -211,52 +216,4 @@ func (s *Store) runSpacing(timing ChangeFeedTiming, cost time.Duration) time.Dur
 		return timing.Spacing
 	}
 	return max(timing.Spacing, min(timing.Poll, citusSpacingFactor*cost))
-}
-
-// sqlNumberShardChanges is sqlNumberChanges for the rows of one shard
-// ($5: their distribution keys), which Citus sends to that shard alone.
-// sqlNumberChanges, one statement for all rows, sends every shard all of
-// them, and each joins them all against its own.
-const sqlNumberShardChanges = sqlNumberChanges + ` AND c.dkey = ANY($5)`
-
-// execNumberChanges gives the rows (dkeys, ids) their positions (pos, txns)
-// in tx: on Citus with the shards known, one statement per shard, sent
-// together.
-func (s *Store) execNumberChanges(ctx context.Context, tx pgx.Tx, dkeys, ids, pos, txns []int64) error {
-	r := s.router.Load()
-	if r == nil {
-		_, err := tx.Exec(ctx, sqlNumberChanges, dkeys, ids, pos, txns)
-		return err
-	}
-	type shardRows struct {
-		dkeys, ids, pos, txns, keys []int64
-		seen                        map[int64]bool
-	}
-	shards := map[int32]*shardRows{}
-	var order []int32
-	for i, d := range dkeys {
-		// A shard not known (yet) is one group: its statement goes to
-		// whatever shards hold its keys, as does one on a stale placement.
-		_, shard, ok := r.place(d)
-		if !ok {
-			shard = math.MinInt32
-		}
-		g := shards[shard]
-		if g == nil {
-			g = &shardRows{seen: map[int64]bool{}}
-			shards[shard] = g
-			order = append(order, shard)
-		}
-		g.dkeys, g.ids, g.pos, g.txns = append(g.dkeys, d), append(g.ids, ids[i]), append(g.pos, pos[i]), append(g.txns, txns[i])
-		if !g.seen[d] {
-			g.seen[d] = true
-			g.keys = append(g.keys, d)
-		}
-	}
-	b := &pgx.Batch{}
-	for _, shard := range order {
-		g := shards[shard]
-		b.Queue(sqlNumberShardChanges, g.dkeys, g.ids, g.pos, g.txns, g.keys)
-	}
-	return tx.SendBatch(ctx, b).Close()
 }

@@ -15,26 +15,34 @@ import (
 )
 
 const (
-	sqlFeedState   = `SELECT visible, purged FROM change_feed`
-	sqlUnpublished = `SELECT visible < last FROM change_feed`
+	sqlFeedState   = `SELECT visible, purged FROM change_sequencer`
+	sqlUnpublished = `SELECT visible < last FROM change_sequencer`
 
 	sqlReadChanges = `
-SELECT pos, txn, op, pk, rk, ts, xid, props, at FROM changes
-WHERE table_id = $1 AND pos > $2 AND pos <= $3
-ORDER BY pos LIMIT $4`
+SELECT p.pos, p.txn, c.op, c.pk, c.rk, c.ts, c.xid, c.props, p.at
+FROM change_positions p JOIN changes c ON c.dkey = p.dkey AND c.id = p.id
+WHERE p.table_id = $1 AND p.pos > $2 AND p.pos <= $3
+ORDER BY p.pos LIMIT $4`
 
 	sqlExpiredEnd = `
 SELECT max(pos) FROM (
-  SELECT pos FROM changes WHERE pos > $1 AND pos <= $2 AND at < now() - make_interval(secs => $3)
+  SELECT pos FROM change_positions WHERE pos > $1 AND pos <= $2 AND at < now() - make_interval(secs => $3)
   ORDER BY pos LIMIT $4) s`
-	sqlPurgeChanges = `DELETE FROM changes WHERE pos > $1 AND pos <= $2`
-	sqlSetPurged    = `UPDATE change_feed SET purged = $1 WHERE purged < $1`
-	sqlFeedPurged   = `SELECT purged, visible FROM change_feed`
+	// By the ids, through the primary key: a join would be planned as
+	// a hash join over all of changes.
+	sqlPurgeChanges = `
+DELETE FROM changes
+WHERE id = ANY(ARRAY(SELECT id FROM change_positions WHERE pos > $1 AND pos <= $2))`
+	sqlPurgePositions = `DELETE FROM change_positions WHERE pos > $1 AND pos <= $2`
+	sqlSetPurged      = `UPDATE change_sequencer SET purged = $1 WHERE purged < $1`
+	sqlFeedPurged     = `SELECT purged, visible FROM change_sequencer`
 	// A deleted table's changes go with its tombstone (purge.go).
-	sqlPurgeTableChanges = `DELETE FROM changes WHERE table_id = $1`
-	changePurgeChunk     = 5000
-	cursorVersion        = 1
-	maxChangesPerRead    = 1000
+	sqlPurgeTableChanges   = `DELETE FROM changes WHERE table_id = $1`
+	sqlPurgeTablePositions = `DELETE FROM change_positions WHERE table_id = $1`
+	sqlPurgeTablePending   = `DELETE FROM change_pending WHERE table_id = $1`
+	changePurgeChunk       = 5000
+	cursorVersion          = 1
+	maxChangesPerRead      = 1000
 )
 
 // The cursors of the feed, what readers pass back to resume.
@@ -291,7 +299,11 @@ func (s *Store) PurgeChanges(ctx context.Context) (int64, error) {
 				return err
 			}
 			tag, err := tx.Exec(ctx, sqlPurgeChanges, purged, *end)
+			if err != nil {
+				return err
+			}
 			n = tag.RowsAffected()
+			_, err = tx.Exec(ctx, sqlPurgePositions, purged, *end)
 			return err
 		})
 		if err != nil {

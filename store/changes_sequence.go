@@ -17,39 +17,65 @@ import (
 // the transaction's id) is not in commit order: a reader that resumed
 // after the highest position it saw would skip a change that commits
 // later with a lower one. So change rows are written without a position,
-// and the sequencer numbers the rows that have committed, in one
-// transaction at a time (the change_feed row's lock), from a counter:
-// positions follow visibility. Within what one run finds, the changes of a
-// transaction stay together and in their write order, and transactions go
-// in the order of their first change's id (a sequence on each node): a
-// transaction that began after another committed comes after it. A reader
-// reads positions up to change_feed.visible. On Citus a second transaction
-// raises it once the numbering one has committed: a transaction that
-// numbers rows on several nodes commits on each of them one after another,
-// and visible keeps readers from seeing a later node's rows before an
-// earlier node's. One PostgreSQL commits at once and raises it in the
-// numbering transaction.
+// each with a row in change_pending, and the sequencer numbers the rows
+// that have committed, in one transaction at a time (the change_sequencer
+// row's lock), from a counter: positions follow visibility. It deletes
+// their pending rows and writes their positions to change_positions, so
+// that a change row is written once and never updated. Within what one
+// run finds, the changes of a transaction stay together and in their
+// write order, and transactions go in the order of their first change's
+// id (a sequence on each node): a transaction that began after another
+// committed comes after it. A reader reads positions up to
+// change_sequencer.visible. On Citus a second transaction raises it once
+// the numbering one has committed: a transaction that numbers rows on
+// several nodes commits on each of them one after another, and visible
+// keeps readers from seeing a later node's rows before an earlier node's.
+// One PostgreSQL commits at once and raises it in the numbering
+// transaction.
 const (
-	sqlLockFeed     = `SELECT last, visible FROM change_feed FOR UPDATE SKIP LOCKED`
-	sqlLockFeedWait = `SELECT last, visible FROM change_feed FOR UPDATE`
+	sqlLockFeed     = `SELECT last, visible FROM change_sequencer FOR UPDATE SKIP LOCKED`
+	sqlLockFeedWait = `SELECT last, visible FROM change_sequencer FOR UPDATE`
+
+	// Change rows of replicas of the release before migration 0007 (a
+	// rolling upgrade), and every change row on Citus (changes_citus.go),
+	// have a tag and no pending row: they get one, and pos 0, which keeps
+	// them from being taken again.
+	sqlAdoptChanges = `
+WITH m AS (UPDATE changes SET pos = 0 WHERE pos IS NULL AND tag IS NOT NULL RETURNING dkey, id, table_id, tag, at)
+INSERT INTO change_pending (dkey, id, table_id, tag, at) SELECT dkey, id, table_id, tag, at FROM m`
 
 	sqlUnsequenced = `
-SELECT dkey, id, tag, at FROM changes WHERE pos IS NULL ORDER BY id LIMIT $1`
+SELECT dkey, id, tag, at FROM change_pending ORDER BY id LIMIT $1`
 
 	// The rest of the transactions of a full page of sqlUnsequenced.
 	sqlUnsequencedOfTags = `
-SELECT dkey, id, tag, at FROM changes WHERE pos IS NULL AND tag = ANY($1) AND id > $2 ORDER BY id`
+SELECT dkey, id, tag, at FROM change_pending WHERE tag = ANY($1) AND id > $2 ORDER BY id`
 
-	sqlAnyUnsequenced = `SELECT EXISTS (SELECT 1 FROM changes WHERE pos IS NULL)`
+	// By the index on id: deleted pending rows wait for vacuum at the
+	// start of the heap, where EXISTS would scan through them.
+	sqlAnyUnsequenced = `
+SELECT (SELECT id FROM change_pending ORDER BY id LIMIT 1) IS NOT NULL
+    OR EXISTS (SELECT 1 FROM changes WHERE pos IS NULL AND tag IS NOT NULL)`
 
+	// Only the rows whose pending row it deletes get a position: the
+	// lock makes that all of them. By id alone, which is unique (each
+	// node's sequence counts in a range of its own), so that the pending
+	// rows are found through their index: a join with the arrays is
+	// planned as a hash join over the whole table, dead rows included.
+	// In position order: to the right edge of the indexes on pos.
 	sqlNumberChanges = `
-UPDATE changes c SET pos = v.pos, txn = v.txn
-FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[]) AS v(dkey, id, pos, txn)
-WHERE c.dkey = v.dkey AND c.id = v.id AND c.pos IS NULL`
+WITH d AS (
+  DELETE FROM change_pending WHERE id = ANY($2::bigint[])
+  RETURNING dkey, id, table_id, at)
+INSERT INTO change_positions (dkey, id, table_id, pos, txn, at)
+SELECT d.dkey, d.id, d.table_id, v.pos, v.txn, d.at
+FROM d JOIN unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[]) AS v(dkey, id, pos, txn)
+  ON v.dkey = d.dkey AND v.id = d.id
+ORDER BY v.pos`
 
-	sqlSetLast        = `UPDATE change_feed SET last = $1`
-	sqlSetVisible     = `UPDATE change_feed SET visible = $1 WHERE visible < $1`
-	sqlSetLastVisible = `UPDATE change_feed SET last = $1, visible = $1`
+	sqlSetLast        = `UPDATE change_sequencer SET last = $1`
+	sqlSetVisible     = `UPDATE change_sequencer SET visible = $1 WHERE visible < $1`
+	sqlSetLastVisible = `UPDATE change_sequencer SET last = $1, visible = $1`
 
 	// feedChannel is the NOTIFY channel on which the sequencer tells the
 	// replicas' readers that positions became visible.
@@ -61,7 +87,7 @@ WHERE c.dkey = v.dkey AND c.id = v.id AND c.pos IS NULL`
 	sequenceChunk = 5000
 )
 
-// errSequencerBusy: another sequencer holds the change_feed row.
+// errSequencerBusy: another sequencer holds the change_sequencer row.
 var errSequencerBusy = errors.New("another sequencer is at work")
 
 // unsequenced is a change row waiting for its position: its key, its
@@ -90,6 +116,13 @@ func (s *Store) sequenceOnce(ctx context.Context, wait bool) (int, error) {
 			}
 			return err
 		}
+		// On Citus every change row takes this way (changes_citus.go):
+		// every run adopts.
+		if wait || s.distributed.Load() || s.feed.adoptDue() {
+			if _, err := tx.Exec(ctx, sqlAdoptChanges); err != nil {
+				return err
+			}
+		}
 		rows, err := queryUnsequenced(ctx, tx, sqlUnsequenced, sequenceChunk)
 		if err != nil {
 			return err
@@ -115,7 +148,7 @@ func (s *Store) sequenceOnce(ctx context.Context, wait bool) (int, error) {
 			return nil
 		}
 		dkeys, ids, pos, txns := numberChanges(rows, last)
-		if err := s.execNumberChanges(ctx, tx, dkeys, ids, pos, txns); err != nil {
+		if _, err := tx.Exec(ctx, sqlNumberChanges, dkeys, ids, pos, txns); err != nil {
 			return err
 		}
 		n = len(rows)
@@ -268,6 +301,22 @@ type feedHub struct {
 	// running: RunChangeFeed runs, and sequences what writes kick;
 	// listening: its notifications come, so readers need no polling.
 	running, listening atomic.Bool
+	// adopted: when (unix ns) a run last took over the change rows of
+	// an older release's replicas (sqlAdoptChanges).
+	adopted atomic.Int64
+}
+
+// adoptInterval is how often the sequencer looks for change rows of an
+// older release's replicas, written during a rolling upgrade: not on every
+// run, whose statements should cost little.
+const adoptInterval = time.Second
+
+// adoptDue reports whether a run should take over older releases' change
+// rows, and if so counts it done.
+func (h *feedHub) adoptDue() bool {
+	now := time.Now().UnixNano()
+	last := h.adopted.Load()
+	return now-last >= int64(adoptInterval) && h.adopted.CompareAndSwap(last, now)
 }
 
 func newFeedHub() *feedHub {

@@ -261,3 +261,61 @@ func TestChangeFeedOffOnCitus(t *testing.T) {
 		t.Fatalf("distributed %v: read %v", s.Distributed(), err)
 	}
 }
+
+// A replica of the release before migration 0007, during a rolling
+// upgrade, records its changes as that release did: a change row with its
+// tag and no position, and no pending row. The sequencer takes such rows
+// over, and they reach the feed in their order with this release's,
+// once. On Citus too.
+func TestChangesOfOlderReleaseCitus(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	if err := s.DetectDistribution(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateTable(ctx, acct, "upgrade"); err != nil {
+		t.Fatal(err)
+	}
+	write := func(rk string) {
+		t.Helper()
+		if _, err := s.Write(ctx, acct, "upgrade", &Write{Op: OpInsert, PartitionKey: "p", RowKey: rk, Properties: props("n", 1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The statement of migration 0006's release (recordChange then).
+	oldWrite := func(rk string) {
+		t.Helper()
+		_, err := s.pool.Exec(ctx, `
+WITH w AS (
+INSERT INTO entities (table_id, dkey, pk, rk, ts, size, props)
+SELECT id, $3, $4, $5, 1, 10, '{}' FROM tables WHERE account = $1 AND lname = $2 AND deleted_at IS NULL
+RETURNING xmin, ts, table_id, dkey, pk, rk, props)
+INSERT INTO changes (dkey, table_id, tag, op, pk, rk, ts, xid, props)
+SELECT dkey, table_id, $6, 1, pk, rk, ts, xmin::text::bigint, props FROM w`,
+			acct, "upgrade", distributionKey(acct, "upgrade", "p"), "p", rk, newChangeTag())
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("a")
+	oldWrite("b")
+	write("c")
+	oldWrite("d")
+	changes, cursor := readAll(t, s, "upgrade", CursorOldest, 1000)
+	var got []string
+	for _, c := range changes {
+		got = append(got, c.RowKey)
+	}
+	if fmt.Sprint(got) != "[a b c d]" {
+		t.Fatalf("changes of %v, want a b c d", got)
+	}
+	oldWrite("e")
+	more, _ := readAll(t, s, "upgrade", cursor, 1000)
+	if len(more) != 1 || more[0].RowKey != "e" || more[0].Op != OpInsert {
+		t.Fatalf("after the cursor: %+v, want the insert of e", more)
+	}
+	if again, _ := readAll(t, s, "upgrade", CursorOldest, 1000); len(again) != 5 {
+		t.Fatalf("%d changes in all, want 5", len(again))
+	}
+}

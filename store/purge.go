@@ -307,8 +307,10 @@ func (s *Store) purgeTable(ctx context.Context, cfg PurgeConfig, id int64) (enti
 		// in the transaction above: on Citus it may not write tables
 		// after a second statement on many shards. Should this fail,
 		// retention removes the changes in time.
-		if _, err := s.pool.Exec(ctx, sqlPurgeTableChanges, id); err != nil {
-			return entities, dropped, classify(fmt.Errorf("purge changes of table %d: %w", id, err))
+		for _, sql := range []string{sqlPurgeTablePending, sqlPurgeTablePositions, sqlPurgeTableChanges} {
+			if _, err := s.pool.Exec(ctx, sql, id); err != nil {
+				return entities, dropped, classify(fmt.Errorf("purge changes of table %d: %w", id, err))
+			}
 		}
 	}
 	s.setCursor(id, next, dropped || !locked)

@@ -345,18 +345,12 @@ func (r *router) node(host string, port uint16) (*node, error) {
 // down). Placements older than routeRefresh are reloaded in the
 // background.
 func (r *router) lookup(dkey int64) *node {
-	n, _, _ := r.place(dkey)
+	n, _, _ := r.placeRange(dkey)
 	return n
 }
 
-// place is lookup that also names the shard: the lower bound of its hash
-// range, with ok false when no loaded placement covers dkey.
-func (r *router) place(dkey int64) (n *node, shard int32, ok bool) {
-	n, sr, ok := r.placeRange(dkey)
-	return n, sr.min, ok
-}
-
-// placeRange is place with the whole shardRange.
+// placeRange is lookup that also returns the shard's hash range, with ok
+// false when no loaded placement covers dkey.
 func (r *router) placeRange(dkey int64) (n *node, sr shardRange, ok bool) {
 	p := r.cur.Load()
 	if p == nil || time.Since(p.loaded) > routeRefresh {

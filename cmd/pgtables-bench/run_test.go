@@ -68,6 +68,8 @@ func (b *fakeBackend) partitionScan(_ context.Context, w *worker) error { return
 func (b *fakeBackend) tableScan(_ context.Context, w *worker) error     { return b.op(w) }
 func (b *fakeBackend) filterScan(_ context.Context, w *worker) error    { return b.op(w) }
 func (b *fakeBackend) updateIfMatch(_ context.Context, w *worker) error { return b.op(w) }
+func (b *fakeBackend) merge(_ context.Context, w *worker) error         { return b.op(w) }
+func (b *fakeBackend) insertDelete(_ context.Context, w *worker) error  { return b.op(w) }
 
 func TestRunScenarioComparesSizesSideBySide(t *testing.T) {
 	t.Parallel()

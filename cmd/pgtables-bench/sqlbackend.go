@@ -140,6 +140,33 @@ ON CONFLICT (table_id, pk, rk) DO UPDATE SET props = excluded.props, size = excl
 	return err
 }
 
+func (b *sqlBackend) merge(ctx context.Context, w *worker) error {
+	i, pk, rk := w.ownedKey()
+	row := b.row(pk, rk, i)
+	tag, err := b.pool.Exec(ctx, `UPDATE pgtables_ceiling.entities SET props = props || $4, size = $5, ts = GREATEST($6, ts + 1)
+WHERE table_id = $1 AND pk = $2 AND rk = $3`, row[0], row[1], row[2], row[5], row[4], row[3])
+	if err == nil && tag.RowsAffected() != 1 {
+		err = errors.New("merge matched nothing")
+	}
+	return err
+}
+
+func (b *sqlBackend) insertDelete(ctx context.Context, w *worker) error {
+	pk, rk := w.newKey()
+	tag, err := b.pool.Exec(ctx, `INSERT INTO pgtables_ceiling.entities (table_id, pk, rk, ts, size, props) VALUES ($1, $2, $3, $4, $5, $6)`, b.row(pk, rk, w.n)...)
+	if err == nil && tag.RowsAffected() != 1 {
+		err = errors.New("insert wrote nothing")
+	}
+	if err != nil {
+		return err
+	}
+	tag, err = b.pool.Exec(ctx, `DELETE FROM pgtables_ceiling.entities WHERE table_id = $1 AND pk = $2 AND rk = $3`, b.tableID, pk, rk)
+	if err == nil && tag.RowsAffected() != 1 {
+		err = errors.New("delete matched nothing")
+	}
+	return err
+}
+
 func (b *sqlBackend) pointRead(ctx context.Context, w *worker) error {
 	pk, rk := w.data.key(w.rng.IntN(w.data.total()))
 	var ts int64

@@ -31,13 +31,18 @@ BEGIN
         PERFORM create_distributed_table('entities', 'dkey');
         converted := converted || 'entities'::text;
     END IF;
-    -- The change feed's rows go with their entities' shards (migration
-    -- 0006), so that a write and its change row are one routed statement.
-    -- The sequencer's one row (change_feed) stays on the coordinator.
-    IF NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'changes'::regclass) THEN
-        PERFORM create_distributed_table('changes', 'dkey', colocate_with => 'entities');
-        converted := converted || 'changes'::text;
-    END IF;
+    -- The change feed's rows go with their entities' shards (migrations
+    -- 0006, 0007), so that a write and its change rows are one routed
+    -- statement, and a change's position joins its row on its shard. The
+    -- sequencer's one row (change_sequencer) stays on the coordinator.
+    FOREACH name IN ARRAY ARRAY['changes', 'change_pending', 'change_positions'] LOOP
+        -- (A schema of an older release lacks the later ones.)
+        CONTINUE WHEN to_regclass(name) IS NULL;
+        IF NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = name::regclass) THEN
+            PERFORM create_distributed_table(name::regclass, 'dkey', colocate_with => 'entities');
+            converted := converted || name;
+        END IF;
+    END LOOP;
     -- The rows copied to the nodes stay on the coordinator's disk, unseen,
     -- until this.
     FOREACH name IN ARRAY converted LOOP

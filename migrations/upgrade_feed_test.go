@@ -1,0 +1,101 @@
+package migrations
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgtables/pgtables/internal/testdb"
+)
+
+// Migration 0007 carries the change feed over: numbered changes keep their
+// positions (now in change_positions), unnumbered ones stay for the
+// sequencer to take over, and the sequencer's state is kept. Down gives
+// 0006's layout back with the same positions. On Citus too, where the new
+// relations are distributed after the migration.
+func TestUpgradeCarriesChangeFeed(t *testing.T) {
+	t.Parallel()
+	dsn := testdb.New(t)
+	ctx := context.Background()
+	cfg, err := connConfig(dsn, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if err := m.Migrate(6); err != nil {
+		t.Fatal(err)
+	}
+	// On Citus, as a cluster of the previous release is: distributed.
+	if err := distribute(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `
+INSERT INTO tables (id, account, name, lname) OVERRIDING SYSTEM VALUE VALUES (5, 'acct', 'T', 't');
+INSERT INTO changes (dkey, id, table_id, tag, op, pk, rk, ts, xid, props, at, pos, txn) VALUES
+  (11, 1, 5, 7, 1, 'p', 'a', 1, 100, '{}', '2026-01-01', 1, 1),
+  (11, 2, 5, 7, 4, 'p', 'b', NULL, NULL, NULL, '2026-01-01', 2, 1),
+  (12, 3, 5, 8, 1, 'q', 'c', 2, 101, '{}', '2026-01-02', NULL, NULL);
+UPDATE change_feed SET last = 2, visible = 2, purged = 0`); err != nil {
+		t.Fatal(err)
+	}
+	if err := Up(ctx, dsn); err != nil {
+		t.Fatal(err)
+	}
+	query := func(sql string) string {
+		t.Helper()
+		rows, err := conn.Query(ctx, sql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(all)
+	}
+	checks := []struct{ sql, want string }{
+		{`SELECT format('%s/%s pos %s txn %s %s', dkey, id, pos, txn, at::date) FROM change_positions ORDER BY pos`,
+			`[11/1 pos 1 txn 1 2026-01-01 11/2 pos 2 txn 1 2026-01-01]`},
+		{`SELECT format('%s pos %s tag %s', id, pos, tag) FROM changes ORDER BY id`,
+			`[1 pos 1 tag 7 2 pos 2 tag 7 3 pos  tag 8]`},
+		{`SELECT format('%s %s %s', last, visible, purged) FROM change_sequencer`, `[2 2 0]`},
+		{`SELECT a.attname::text FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
+		  WHERE i.indrelid = 'changes'::regclass AND i.indisprimary ORDER BY array_position(i.indkey, a.attnum)`, `[id dkey]`},
+	}
+	for _, c := range checks {
+		if got := query(c.sql); got != c.want {
+			t.Errorf("%s:\n got %s\nwant %s", c.sql, got, c.want)
+		}
+	}
+
+	// A change of this release, numbered, and one pending: down keeps
+	// both as 0006 would have them.
+	if _, err := conn.Exec(ctx, `
+INSERT INTO changes (dkey, id, table_id, op, pk, rk, ts, xid, props) VALUES
+  (13, 4, 5, 1, 'r', 'd', 3, 102, '{}'), (13, 5, 5, 1, 'r', 'e', 4, 103, '{}');
+INSERT INTO change_positions (dkey, id, table_id, pos, txn, at) VALUES (13, 4, 5, 3, 3, '2026-01-03');
+INSERT INTO change_pending (dkey, id, table_id, tag, at) VALUES (13, 5, 5, 9, '2026-01-04')`); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Migrate(6); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := query(`SELECT format('%s pos %s txn %s tag %s %s', id, pos, txn, tag, at::date) FROM changes ORDER BY id`),
+		`[1 pos 1 txn 1 tag 7 2026-01-01 2 pos 2 txn 1 tag 7 2026-01-01 3 pos  txn  tag 8 2026-01-02 4 pos 3 txn 3 tag 0 2026-01-03 5 pos  txn  tag 9 2026-01-04]`; got != want {
+		t.Errorf("after down:\n got %s\nwant %s", got, want)
+	}
+	if got := query(`SELECT format('%s %s', last, visible) FROM change_feed`); got != `[2 2]` {
+		t.Errorf("change_feed after down: %s", got)
+	}
+}
