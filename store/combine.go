@@ -234,25 +234,9 @@ func (c *combiner) send(ctx context.Context, batch []*combined) {
 	queueUnits(b, units)
 	br := c.pool.SendBatch(ctx, b)
 	var failed error
-	for i, u := range units {
-		var guardErr error
-		if firstGuard(units, i) {
-			_, guardErr = br.Exec()
-		}
-		if len(u) > 1 {
-			answerMerged(br, u)
-		} else {
-			answer(br, u[0])
-		}
-		if guardErr != nil {
-			for _, op := range u {
-				op.err = guardErr
-			}
-		}
-		for _, op := range u {
-			if op.err != nil && !errors.Is(op.err, pgx.ErrNoRows) && failed == nil {
-				failed = op.err
-			}
+	for i := range units {
+		if err := answerUnit(br, units, i); err != nil && failed == nil {
+			failed = err
 		}
 	}
 	if err := br.Close(); err != nil && failed == nil {
@@ -424,27 +408,11 @@ func (c *combiner) sendTxOnce(ctx context.Context, batch []*combined) error {
 	queueUnits(b, units)
 	br := conn.SendBatch(ctx, b)
 	_, failed := br.Exec()
-	for i, u := range units {
+	for i := range units {
 		if failed != nil {
 			break
 		}
-		var guardErr error
-		if firstGuard(units, i) {
-			_, guardErr = br.Exec()
-		}
-		if len(u) > 1 {
-			answerMerged(br, u)
-		} else {
-			answer(br, u[0])
-		}
-		for _, op := range u {
-			if guardErr != nil {
-				op.err = guardErr
-			}
-			if op.err != nil && !errors.Is(op.err, pgx.ErrNoRows) && failed == nil {
-				failed = op.err
-			}
-		}
+		failed = answerUnit(br, units, i)
 	}
 	if err := br.Close(); err != nil && failed == nil {
 		failed = err
@@ -491,4 +459,31 @@ func queueUnits(b *pgx.Batch, units [][]*combined) {
 			b.Queue(u[0].sql, u[0].args...)
 		}
 	}
+}
+
+// answerUnit reads the answers of units[i], queued by queueUnits, from br:
+// its guard's first, when it is the first unit the guard guards, whose
+// failure is every statement's of the unit. It returns the unit's first
+// failure other than a statement that found no row.
+func answerUnit(br pgx.BatchResults, units [][]*combined, i int) error {
+	u := units[i]
+	var guardErr error
+	if firstGuard(units, i) {
+		_, guardErr = br.Exec()
+	}
+	if len(u) > 1 {
+		answerMerged(br, u)
+	} else {
+		answer(br, u[0])
+	}
+	var failed error
+	for _, op := range u {
+		if guardErr != nil {
+			op.err = guardErr
+		}
+		if op.err != nil && !errors.Is(op.err, pgx.ErrNoRows) && failed == nil {
+			failed = op.err
+		}
+	}
+	return failed
 }
