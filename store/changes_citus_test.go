@@ -19,9 +19,6 @@ func TestChangesOfCombinedWritesCitus(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	ctx := context.Background()
-	if err := s.DetectDistribution(ctx); err != nil {
-		t.Fatal(err)
-	}
 	if err := s.CreateTable(ctx, acct, "combined"); err != nil {
 		t.Fatal(err)
 	}

@@ -23,9 +23,6 @@ func TestChangesOrderWithoutSkipsCitus(t *testing.T) {
 	dsn := migratedDB(t)
 	s := storeOn(t, dsn, 0)
 	ctx := context.Background()
-	if err := s.DetectDistribution(ctx); err != nil {
-		t.Fatal(err)
-	}
 	if err := s.CreateTable(ctx, acct, "order"); err != nil {
 		t.Fatal(err)
 	}
@@ -180,9 +177,6 @@ func TestChangesOrderWithoutSkipsCitus(t *testing.T) {
 	}
 	// A cursor outlives the store that gave it (a restart of pgtables).
 	s2 := storeOn(t, dsn, 0)
-	if err := s2.DetectDistribution(ctx); err != nil {
-		t.Fatal(err)
-	}
 	page, err := s2.Changes(ctx, acct, "order", seen[len(seen)-2].Cursor, 10)
 	if err != nil || len(page.Changes) != 1 || page.Changes[0].Cursor != seen[len(seen)-1].Cursor {
 		t.Fatalf("another store from the second last cursor: %+v, %v", page, err)

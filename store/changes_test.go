@@ -35,9 +35,6 @@ func TestChangesRecordEveryWrite(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	ctx := context.Background()
-	if err := s.DetectDistribution(ctx); err != nil { // on Citus, its way of recording changes
-		t.Fatal(err)
-	}
 	if err := s.CreateTable(ctx, acct, "feed"); err != nil {
 		t.Fatal(err)
 	}
@@ -100,9 +97,6 @@ func TestChangesOfBatchesAndFailures(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	ctx := context.Background()
-	if err := s.DetectDistribution(ctx); err != nil { // on Citus, its way of recording changes
-		t.Fatal(err)
-	}
 	if err := s.CreateTable(ctx, acct, "feed"); err != nil {
 		t.Fatal(err)
 	}
@@ -157,9 +151,6 @@ func TestChangesPurgedCitus(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	ctx := context.Background()
-	if err := s.DetectDistribution(ctx); err != nil { // the purge's statements differ on Citus
-		t.Fatal(err)
-	}
 	count := func(where string) int {
 		t.Helper()
 		var n int
@@ -239,9 +230,6 @@ func TestChangeFeedOffOnCitus(t *testing.T) {
 	t.Parallel()
 	s := newStoreWith(t, Options{ChangeFeed: ChangeFeedConfig{OffOnCitus: true}})
 	ctx := context.Background()
-	if err := s.DetectDistribution(ctx); err != nil {
-		t.Fatal(err)
-	}
 	if err := s.CreateTable(ctx, acct, "auto"); err != nil {
 		t.Fatal(err)
 	}
@@ -271,9 +259,6 @@ func TestChangesOfOlderReleaseCitus(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	ctx := context.Background()
-	if err := s.DetectDistribution(ctx); err != nil {
-		t.Fatal(err)
-	}
 	if err := s.CreateTable(ctx, acct, "upgrade"); err != nil {
 		t.Fatal(err)
 	}

@@ -46,10 +46,7 @@ func TestQueryCountsExaminedRows(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			st := NewWithOptions(s.pool, tt.opts)
-			if err := st.DetectDistribution(ctx); err != nil {
-				t.Fatal(err)
-			}
+			st := detected(t, NewWithOptions(s.pool, tt.opts))
 			f, err := filter.Parse(tt.filter)
 			if err != nil {
 				t.Fatal(err)

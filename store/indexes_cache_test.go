@@ -19,12 +19,7 @@ func TestIndexCacheAcrossStores(t *testing.T) {
 	ctx := context.Background()
 	a := newStore(t)
 	const ttl = 300 * time.Millisecond
-	b := NewWithOptions(a.pool, Options{IndexCacheTTL: ttl})
-	for _, s := range []*Store{a, b} {
-		if err := s.DetectDistribution(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	b := detected(t, NewWithOptions(a.pool, Options{IndexCacheTTL: ttl}))
 	if err := a.CreateTable(ctx, acct, "cached"); err != nil {
 		t.Fatal(err)
 	}
@@ -101,12 +96,7 @@ func TestIndexCacheTableCreatedAgain(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	a := newStore(t)
-	b := NewWithOptions(a.pool, Options{IndexCacheTTL: time.Hour})
-	for _, s := range []*Store{a, b} {
-		if err := s.DetectDistribution(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	b := detected(t, NewWithOptions(a.pool, Options{IndexCacheTTL: time.Hour}))
 	fill := func(n int) {
 		t.Helper()
 		if err := a.CreateTable(ctx, acct, "again"); err != nil {

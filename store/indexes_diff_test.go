@@ -39,9 +39,6 @@ func TestIndexDifferential(t *testing.T) {
 	s := newStoreWith(t, Options{MaxIndexes: 20})
 	t.Cleanup(s.Close)
 	ctx := context.Background()
-	if err := s.DetectDistribution(ctx); err != nil {
-		t.Fatal(err)
-	}
 	for _, name := range []string{"plain", "indexed"} {
 		if err := s.CreateTable(ctx, acct, name); err != nil {
 			t.Fatal(err)

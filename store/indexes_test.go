@@ -179,9 +179,6 @@ func TestIndexDropTable(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	ctx := context.Background()
-	if err := s.DetectDistribution(ctx); err != nil {
-		t.Fatal(err)
-	}
 	if err := s.CreateTable(ctx, acct, "gone"); err != nil {
 		t.Fatal(err)
 	}
@@ -239,9 +236,6 @@ func explainQuery(t *testing.T, s *Store, table string, q EntityQuery) string {
 func TestIndexUsedByFilter(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
-	if err := s.DetectDistribution(context.Background()); err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
 	for _, name := range []string{"big", "other"} {
 		if err := s.CreateTable(ctx, acct, name); err != nil {

@@ -31,9 +31,15 @@ func storeOn(t testing.TB, dsn string, conns int32) *Store {
 	t.Cleanup(pool.Close)
 	s := New(pool)
 	t.Cleanup(s.Close)
-	// As the server does: on Citus the store knows its entities are
-	// distributed, and takes the statements of a distributed schema. (A
-	// server that refuses the store is the test's to find.)
+	return detected(t, s)
+}
+
+// detected returns s once it knows, as the server's store does, whether
+// its entities are distributed: on Citus the test then takes the
+// statements of a distributed schema. (A server that refuses the store is
+// the test's to find.)
+func detected(t testing.TB, s *Store) *Store {
+	t.Helper()
 	if err := s.DetectDistribution(context.Background()); err != nil && !errors.Is(err, ErrUnavailable) {
 		t.Fatal(err)
 	}

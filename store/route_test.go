@@ -312,11 +312,8 @@ func TestCitusRoutesWithSSLModePrefer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	p := New(pool)
+	p := detected(t, New(pool))
 	defer p.Close()
-	if err := p.DetectDistribution(ctx); err != nil {
-		t.Fatal(err)
-	}
 	if err := p.CreateTable(ctx, acct, "t"); err != nil {
 		t.Fatal(err)
 	}

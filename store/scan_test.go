@@ -18,7 +18,7 @@ import (
 func newStoreWith(t *testing.T, opts Options) *Store {
 	t.Helper()
 	s := newStore(t)
-	return NewWithOptions(s.pool, opts)
+	return detected(t, NewWithOptions(s.pool, opts))
 }
 
 // follow runs q and the queries of its continuations to the end, and
@@ -286,7 +286,7 @@ func newStoreOn(t *testing.T, dsn string, tracer pgx.QueryTracer) *Store {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	return New(pool)
+	return detected(t, New(pool))
 }
 
 // A first statement cut short by its share of the budget ends the page

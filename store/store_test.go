@@ -372,11 +372,7 @@ func TestPurgeReplicas(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(pool.Close)
-		r := New(pool)
-		if err := r.DetectDistribution(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return r
+		return detected(t, New(pool))
 	}
 	s := replica()
 	const tables, each = 4, 3000
