@@ -19,18 +19,8 @@ func TestUpgradeCarriesChangeFeed(t *testing.T) {
 	t.Parallel()
 	dsn := testdb.New(t)
 	ctx := context.Background()
-	cfg, err := connConfig(dsn, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, m := migratedTo(t, dsn, 6)
 	defer m.Close()
-	if err := m.Migrate(6); err != nil {
-		t.Fatal(err)
-	}
 	// On Citus, as a cluster of the previous release is: distributed.
 	if err := distribute(ctx, cfg); err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/golang-migrate/migrate/v4"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgtables/pgtables/internal/testdb"
@@ -16,17 +17,7 @@ func TestUpgradeFillsDistributionKey(t *testing.T) {
 	t.Parallel()
 	dsn := testdb.New(t)
 	ctx := context.Background()
-	cfg, err := connConfig(dsn, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Migrate(2); err != nil {
-		t.Fatal(err)
-	}
+	cfg, m := migratedTo(t, dsn, 2)
 	m.Close()
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
@@ -77,4 +68,23 @@ WHERE i.indrelid = 'entities'::regclass AND i.indisprimary`).Scan(&cols); err !=
 	if err := m.Up(); err != nil {
 		t.Fatalf("up again: %v", err)
 	}
+}
+
+// migratedTo migrates the database at dsn to version, and returns its
+// connection settings and the migration, open.
+func migratedTo(t *testing.T, dsn string, version uint) (*pgx.ConnConfig, *migrate.Migrate) {
+	t.Helper()
+	cfg, err := connConfig(dsn, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Migrate(version); err != nil {
+		m.Close()
+		t.Fatal(err)
+	}
+	return cfg, m
 }
