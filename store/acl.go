@@ -68,7 +68,7 @@ func (s *Store) SetACL(ctx context.Context, account, table string, policies []Ac
 	for i, p := range policies {
 		ids[i], pos[i], starts[i], expiries[i], perms[i] = p.ID, int16(i), p.Start, p.Expiry, p.Permission
 	}
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.inConflictRetry(ctx, func(tx pgx.Tx) error {
 		var id int64
 		if err := tx.QueryRow(ctx, sqlLockLiveTable, account, tableKey(table)).Scan(&id); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {

@@ -144,7 +144,7 @@ func (s *Store) CreateIndex(ctx context.Context, account, table string, spec Ind
 		ix      = Index{Table: table, IndexSpec: spec, State: IndexBuilding}
 		tableID int64
 	)
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := s.inConflictRetry(ctx, func(tx pgx.Tx) error {
 		// The table's row lock serializes the creates of one table, so
 		// that the limit holds.
 		if err := tx.QueryRow(ctx, sqlLockLiveTable, account, tableKey(table)).Scan(&tableID); err != nil {

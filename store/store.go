@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -227,6 +228,34 @@ func unavailable(err error) bool {
 		// The request's context ended: the client went away or the server
 		// is shutting down. The work did not finish; it may be retried.
 		errors.Is(err, context.Canceled)
+}
+
+// maxTxAttempts bounds how often inConflictRetry runs a transaction.
+const maxTxAttempts = 8
+
+// inConflictRetry runs fn in a transaction and runs it again, after a short
+// random pause, while it fails on a serialization failure or a deadlock.
+// Short metadata transactions need it on Citus: an index build (CREATE
+// INDEX CONCURRENTLY) waits on every node for the transactions older than
+// itself, and Citus's distributed deadlock detector counts those waits, so
+// a transaction that locks the table's row while a build runs can be
+// cancelled as part of a "deadlock" that running it again resolves.
+func (s *Store) inConflictRetry(ctx context.Context, fn func(pgx.Tx) error) error {
+	var err error
+	for attempt := 0; attempt < maxTxAttempts; attempt++ {
+		if attempt > 0 {
+			backoff := time.Duration(rand.Int64N(int64(time.Millisecond) << min(attempt+2, 8)))
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(backoff):
+			}
+		}
+		if err = pgx.BeginFunc(ctx, s.pool, fn); !retryable(err) {
+			return err
+		}
+	}
+	return err
 }
 
 // retryable reports a transaction conflict that is worth running again.
