@@ -192,14 +192,19 @@ func (p *page) messageNow() string {
 	return raw
 }
 
-// waitText waits until the text of sel contains want.
+// waitText waits until the text of sel contains want. It gives up when
+// the text has not changed for 30 s: a text that keeps changing shows
+// progress (a long deletion counting up on a loaded machine), not a stall.
 func (p *page) waitText(sel, want string) string {
 	p.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline, last := time.Now().Add(30*time.Second), ""
 	for {
 		got := p.text(sel)
 		if strings.Contains(got, want) {
 			return got
+		}
+		if got != last {
+			deadline, last = time.Now().Add(30*time.Second), got
 		}
 		if time.Now().After(deadline) {
 			p.t.Fatalf("%s shows %q, want it to contain %q (message: %q)", sel, got, want, p.messageNow())
