@@ -30,8 +30,10 @@ import (
 
 // The change feed's guarantees under crashes: writers (inserts, entity
 // group transactions, merges, upserts, deletes) write one table while a
-// reader follows its feed with package changefeed and a file checkpoint;
-// meanwhile pgtables is killed (SIGKILL) and restarted, PostgreSQL is
+// reader follows its feed with package changefeed and a file checkpoint,
+// all through a load balancer in front of two pgtables replicas;
+// meanwhile one replica, then both, are killed (SIGKILL) and restarted,
+// PostgreSQL is
 // stopped at once (immediate) and restarted, and the reader is restarted
 // from its checkpoint. At the end the reader's changes are the
 // acknowledged writes, each exactly once, no refused one, in each
@@ -52,16 +54,23 @@ func TestChangeFeedChaos(t *testing.T) {
 		db = newPlainChaosDB(t)
 	}
 	ctx := context.Background()
-	srv := &chaosServer{t: t, addr: freeAddr(t), dsn: db.url(), logs: &syncBuffer{}}
-	srv.start()
-	t.Cleanup(srv.kill)
+	// Two replicas behind a load balancer, as in production: each
+	// connection goes to either, and to the other while one is down.
+	logs := &syncBuffer{}
+	var replicas [2]*chaosServer
+	for i := range replicas {
+		replicas[i] = &chaosServer{t: t, addr: freeAddr(t), dsn: db.url(), logs: logs}
+		replicas[i].start()
+		t.Cleanup(replicas[i].kill)
+	}
+	lb := startBalancer(t, replicas[0].addr, replicas[1].addr)
 
-	svc := serviceClient(t, "http://"+srv.addr, nil)
+	svc := serviceClient(t, "http://"+lb.addr(), nil)
 	table := "chaos" + strconv.Itoa(rand.IntN(1e6))
 	if _, err := svc.CreateTable(ctx, table, nil); err != nil {
 		t.Fatal(err)
 	}
-	api, err := tableapi.NewClient("http://"+srv.addr+"/devstoreaccount1", "devstoreaccount1", devKey)
+	api, err := tableapi.NewClient("http://"+lb.addr()+"/devstoreaccount1", "devstoreaccount1", devKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,16 +95,17 @@ func TestChangeFeedChaos(t *testing.T) {
 	pause := func(d time.Duration) {
 		time.Sleep(d)
 		if err := rd.failed(); err != nil {
-			t.Fatalf("reader: %v\npgtables:\n%s", err, srv.logs)
+			t.Fatalf("reader: %v\npgtables:\n%s", err, logs)
 		}
 	}
 
 	pause(2 * time.Second)
 	for round, node := range db.nodes() {
-		t.Logf("%s round %d: kill pgtables", time.Now().UTC().Format("15:04:05.000"), round)
-		srv.kill()
-		pause(300 * time.Millisecond)
-		srv.start()
+		one := replicas[round%len(replicas)]
+		t.Logf("%s round %d: kill pgtables %s, the other replica serves", time.Now().UTC().Format("15:04:05.000"), round, one.addr)
+		one.kill()
+		pause(time.Second)
+		one.start()
 		pause(2 * time.Second)
 
 		t.Logf("%s round %d: stop %s at once", time.Now().UTC().Format("15:04:05.000"), round, node)
@@ -104,14 +114,18 @@ func TestChangeFeedChaos(t *testing.T) {
 		db.start(node)
 		pause(2 * time.Second)
 
-		t.Logf("%s round %d: restart the reader; kill pgtables and stop %s together", time.Now().UTC().Format("15:04:05.000"), round, node)
+		t.Logf("%s round %d: restart the reader; kill both replicas and stop %s together", time.Now().UTC().Format("15:04:05.000"), round, node)
 		rd.stop()
-		srv.kill()
+		for _, r := range replicas {
+			r.kill()
+		}
 		db.crash(node)
 		rd.start()
 		pause(500 * time.Millisecond)
 		db.start(node)
-		srv.start()
+		for _, r := range replicas {
+			r.start()
+		}
 		pause(2 * time.Second)
 	}
 	stopWriters()
@@ -129,7 +143,7 @@ func TestChangeFeedChaos(t *testing.T) {
 		}
 	}
 	if marker == nil {
-		t.Fatalf("no write acknowledged after the chaos\npgtables:\n%s", srv.logs)
+		t.Fatalf("no write acknowledged after the chaos\npgtables:\n%s", logs)
 	}
 	for !rd.saw(marker.id) {
 		if time.Now().After(deadline) {
@@ -145,7 +159,12 @@ func TestChangeFeedChaos(t *testing.T) {
 	for _, w := range log.writes {
 		n[w.outcome]++
 	}
-	t.Logf("%d writes acknowledged, %d of unknown outcome, %d refused; %d changes read in %d reader runs", n[acked], n[unknown], n[refused], len(changes), rd.runs)
+	t.Logf("%d writes acknowledged, %d of unknown outcome, %d refused; %d changes read in %d reader runs; connections per replica %v", n[acked], n[unknown], n[refused], len(changes), rd.runs, lb.connections())
+	for i, c := range lb.connections() {
+		if c == 0 {
+			problems = append(problems, fmt.Sprintf("replica %d took no connection: the test proves nothing of replicas", i))
+		}
+	}
 	if n[acked] < 100 {
 		problems = append(problems, fmt.Sprintf("only %d writes acknowledged: the test proves little", n[acked]))
 	}
