@@ -184,6 +184,8 @@ func startPgtables(t *testing.T, dsn string) *pgtables {
 		// reads and writes that certainly had no effect wait for one.
 		Store: store.Options{FailoverWait: 20 * time.Second},
 		HTTP:  httpapi.Config{RequestTimeout: 30 * time.Second},
+		// The change feed's sequencer, as the server runs it.
+		ChangeFeed: true,
 	})
 	p := &pgtables{url: s.URL, store: s.Store, srv: s.HTTP}
 	cred, err := aztables.NewSharedKeyCredential(httpapi.DevAccount, httpapi.DevKey)

@@ -31,7 +31,8 @@ const requireHA = "PGTABLES_REQUIRE_HA"
 // entity group transactions and conditional updates and a reader. It
 // switches the primary over (pg_autoctl perform switchover), then kills
 // the primary (its keeper and postmaster, kill -9) and waits for the
-// standby's promotion. Throughout, every failure a client sees must be a
+// standby's promotion. A reader follows the table's change feed
+// throughout (see checkFeedAfterFailover). Throughout, every failure a client sees must be a
 // retryable 503 ServerBusy; with the failover wait, reads do not fail
 // during the switchover. Afterwards every acknowledged write is there,
 // every batch is whole or absent, and every counter equals its
@@ -51,6 +52,7 @@ func TestFailover(t *testing.T) {
 	if _, err := c.AddEntity(ctx, entity(t, "read", "r", 0), nil); err != nil {
 		t.Fatal(err)
 	}
+	feed := followFeed(t, p, table)
 
 	const writers = 6
 	var phase atomic.Value
@@ -129,6 +131,13 @@ func TestFailover(t *testing.T) {
 	if code := p.ready(); code != http.StatusOK {
 		t.Errorf("/-/ready after the failover: %d", code)
 	}
+	// The feed's reader reaches a write made after everything.
+	last, err := c.AddEntity(ctx, entity(t, "last", "r", 0), nil)
+	if err != nil {
+		t.Fatalf("a write after the failover: %v", err)
+	}
+	feed.waitFor(t, string(last.ETag), time.Minute)
+	checkFeedAfterFailover(t, ctx, feed, feed.stop(), c)
 
 	// What is there now.
 	present := map[string]map[string]bool{}
