@@ -71,6 +71,8 @@ func (s *Store) acrossPage(ctx context.Context, account, table string, q EntityQ
 	settings := sqlAcrossSettings
 	if len(q.indexes) > 0 && filter.UsesIndex(q.Filter, q.schema()) {
 		settings = sqlAcrossIndexed
+	} else if page, ok, err := s.acrossNodes(ctx, account, table, q); ok {
+		return page, err
 	}
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: sqlAcrossBegin + settings})
 	if err != nil {
