@@ -106,12 +106,15 @@ func acrossSQL(tableID int64, q EntityQuery) (string, []any, error) {
 		args = append(args, q.FromPK)
 	}
 	sql, args = q.Range.appendSQL(sql, args)
-	cond, fargs, err := filter.Compile(q.Filter, q.schema(), len(args)+1)
-	if err != nil {
-		return "", nil, err
+	if q.Filter != nil { // none: a page of the whole table (acrossNodes)
+		cond, fargs, err := filter.Compile(q.Filter, q.schema(), len(args)+1)
+		if err != nil {
+			return "", nil, err
+		}
+		sql += " AND (" + cond + ")"
+		args = append(args, fargs...)
 	}
-	sql += " AND (" + cond + ")" + sqlOrderPage + strconv.Itoa(q.Top+1)
-	args = append(args, fargs...)
+	sql += sqlOrderPage + strconv.Itoa(q.Top+1)
 	if len(q.indexes) > 0 {
 		args = customPlan(args)
 	}
