@@ -12,7 +12,9 @@ import (
 )
 
 // A page of a filter that spans partitions on distributed entities is one
-// statement: Citus pushes ORDER BY pk, rk LIMIT down to every shard and
+// statement (or, for a filter no property index serves, one a node on the
+// nodes' placements where they can be read directly: across_nodes.go):
+// Citus pushes ORDER BY pk, rk LIMIT down to every shard and
 // merges their ordered answers. For the shards to stop after $top matches
 // rather than read and sort all their rows, each must walk its primary key
 // index in order, which the planner seldom picks for a filter it cannot
