@@ -12,7 +12,9 @@ import (
 )
 
 // A page of a filter that spans partitions on distributed entities is one
-// statement: Citus pushes ORDER BY pk, rk LIMIT down to every shard and
+// statement (or, for a filter no property index serves, one a node on the
+// nodes' placements where they can be read directly: across_nodes.go):
+// Citus pushes ORDER BY pk, rk LIMIT down to every shard and
 // merges their ordered answers. For the shards to stop after $top matches
 // rather than read and sort all their rows, each must walk its primary key
 // index in order, which the planner seldom picks for a filter it cannot
@@ -71,6 +73,8 @@ func (s *Store) acrossPage(ctx context.Context, account, table string, q EntityQ
 	settings := sqlAcrossSettings
 	if len(q.indexes) > 0 && filter.UsesIndex(q.Filter, q.schema()) {
 		settings = sqlAcrossIndexed
+	} else if page, ok, err := s.acrossNodes(ctx, account, table, q); ok {
+		return page, err
 	}
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: sqlAcrossBegin + settings})
 	if err != nil {
@@ -104,12 +108,15 @@ func acrossSQL(tableID int64, q EntityQuery) (string, []any, error) {
 		args = append(args, q.FromPK)
 	}
 	sql, args = q.Range.appendSQL(sql, args)
-	cond, fargs, err := filter.Compile(q.Filter, q.schema(), len(args)+1)
-	if err != nil {
-		return "", nil, err
+	if q.Filter != nil { // none: a page of the whole table (acrossNodes)
+		cond, fargs, err := filter.Compile(q.Filter, q.schema(), len(args)+1)
+		if err != nil {
+			return "", nil, err
+		}
+		sql += " AND (" + cond + ")"
+		args = append(args, fargs...)
 	}
-	sql += " AND (" + cond + ")" + sqlOrderPage + strconv.Itoa(q.Top+1)
-	args = append(args, fargs...)
+	sql += sqlOrderPage + strconv.Itoa(q.Top+1)
 	if len(q.indexes) > 0 {
 		args = customPlan(args)
 	}

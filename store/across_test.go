@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -12,12 +13,14 @@ import (
 )
 
 // statementTracer counts the statements on entities a store runs, by kind.
-type statementTracer struct{ across, other atomic.Int64 }
+type statementTracer struct{ across, nodes, other atomic.Int64 }
 
 func (s *statementTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
 	switch {
 	case strings.HasPrefix(data.SQL, sqlAcrossPage):
 		s.across.Add(1)
+	case strings.HasPrefix(data.SQL, sqlAcrossNodesHead):
+		s.nodes.Add(1)
 	case strings.Contains(data.SQL, "FROM entities"):
 		s.other.Add(1)
 	}
@@ -27,9 +30,10 @@ func (s *statementTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data
 func (s *statementTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
 // On Citus a page of a non-key filter across partitions is one statement
-// (across.go), and it reads the live table only: a table deleted and
-// created again under the same name shows none of the old one's entities,
-// though both share keys and the old one's rows may not be purged yet.
+// (across.go), or one a node on the nodes' placements (across_nodes.go),
+// and it reads the live table only: a table deleted and created again
+// under the same name shows none of the old one's entities, though both
+// share keys and the old one's rows may not be purged yet.
 func TestCitusFilterAcrossPartitionsIsOneStatement(t *testing.T) {
 	newCitusStore(t) // skips on PostgreSQL
 	dsn := migratedDB(t)
@@ -45,6 +49,9 @@ func TestCitusFilterAcrossPartitionsIsOneStatement(t *testing.T) {
 	if !reader.Distributed() {
 		t.Fatal("entities are not distributed")
 	}
+	// Every shard on a node with a placement read directly: a statement
+	// a node; else one through Citus.
+	nodes, _ := nodeShards(reader.router.Load().cur.Load(), time.Now().UnixNano())
 	for _, tc := range []struct {
 		filter string
 		top    int
@@ -56,6 +63,7 @@ func TestCitusFilterAcrossPartitionsIsOneStatement(t *testing.T) {
 		{"N gt 100", 5, ""},
 	} {
 		tracer.across.Store(0)
+		tracer.nodes.Store(0)
 		tracer.other.Store(0)
 		e := mustParse(t, tc.filter)
 		all := follow(t, reader, "t", EntityQuery{Filter: e, Top: tc.top})
@@ -66,8 +74,13 @@ func TestCitusFilterAcrossPartitionsIsOneStatement(t *testing.T) {
 		if got := strings.Join(pages, " | "); got != tc.want {
 			t.Errorf("%s, top %d: pages\n%s\nwant\n%s", tc.filter, tc.top, got, tc.want)
 		}
-		if n := tracer.across.Load(); n != int64(len(all)) || tracer.other.Load() != 0 {
-			t.Errorf("%s, top %d: %d pages ran %d statements across partitions and %d others, want one each", tc.filter, tc.top, len(all), n, tracer.other.Load())
+		wantAcross, wantNodes := len(all), 0
+		if nodes != nil {
+			wantAcross, wantNodes = 0, len(all)*len(nodes)
+		}
+		if n, m := tracer.across.Load(), tracer.nodes.Load(); n != int64(wantAcross) || m != int64(wantNodes) || tracer.other.Load() != 0 {
+			t.Errorf("%s, top %d: %d pages ran %d statements across partitions through Citus, %d on nodes and %d others, want %d, %d and 0",
+				tc.filter, tc.top, len(all), n, m, tracer.other.Load(), wantAcross, wantNodes)
 		}
 	}
 	// Each shard walks its primary key index in order and stops at the

@@ -281,9 +281,10 @@ func collectPage(rows pgx.Rows, err error, top int) (*EntityPage, error) {
 		ts            int64
 		xmin          uint32
 		props         []byte
-		bytes, counts int
+		counts        int
 		countedBefore int64
 	)
+	fill := pageFill{page: page, top: top}
 	for rows.Next() {
 		if rows.RawValues()[0] == nil {
 			if err := rows.Scan(nil, nil, &ts, nil, nil); err != nil {
@@ -302,18 +303,34 @@ func collectPage(rows pgx.Rows, err error, top int) (*EntityPage, error) {
 		if err := rows.Scan(&pk, &rk, &ts, &xmin, &props); err != nil {
 			return page, classify(fmt.Errorf("query entities: %w", err))
 		}
-		if len(page.Entities) == top || (bytes > pageBytes && len(page.Entities) > 0) {
-			page.More, page.NextPK, page.NextRK = true, pk, rk
-			continue
-		}
-		bytes += len(props)
-		// pgx gives each row its own props slice, so the page may keep it.
-		page.Entities = append(page.Entities, odata.Entity{PartitionKey: pk, RowKey: rk, Timestamp: ts, ETag: formatETag(ts, xmin, pk, rk), Stored: props})
+		fill.add(pk, rk, ts, xmin, props)
 	}
 	if err := rows.Err(); err != nil {
 		return page, classify(fmt.Errorf("query entities: %w", err))
 	}
 	return page, nil
+}
+
+// pageFill adds rows in key order to a page of up to top entities,
+// ending it early past pageBytes of properties, and notes the key of the
+// first row that did not fit as where the next page starts.
+type pageFill struct {
+	page       *EntityPage
+	top, bytes int
+}
+
+// add adds one row to the page, or notes where the next page starts.
+// pgx gives each row its own props slice, so the page may keep it.
+func (f *pageFill) add(pk, rk string, ts int64, xmin uint32, props []byte) {
+	p := f.page
+	switch {
+	case p.More:
+	case len(p.Entities) == f.top || (f.bytes > pageBytes && len(p.Entities) > 0):
+		p.More, p.NextPK, p.NextRK = true, pk, rk
+	default:
+		f.bytes += len(props)
+		p.Entities = append(p.Entities, odata.Entity{PartitionKey: pk, RowKey: rk, Timestamp: ts, ETag: formatETag(ts, xmin, pk, rk), Stored: props})
+	}
 }
 
 // emptyPageTable tells an empty page from a missing table.

@@ -11,8 +11,9 @@ import (
 )
 
 // pageOf runs the statements of one query page: one on a single node or
-// when the filter pins a partition, the steps of spreadPage when the page
-// may span the shards of distributed entities.
+// when the filter pins a partition, a statement per node (acrossNodes) or
+// else the steps of spreadPage when the page may span the shards of
+// distributed entities.
 func (s *Store) pageOf(ctx context.Context, account, table string, q EntityQuery) (*EntityPage, error) {
 	distributed := s.distributed.Load()
 	if _, pinned := filter.Partition(q.Filter, "PartitionKey"); !distributed || pinned {
@@ -36,10 +37,14 @@ func (s *Store) pageOf(ctx context.Context, account, table string, q EntityQuery
 		}
 		return s.runPage(ctx, q.Top, sql, args)
 	}
+	if page, ok, err := s.acrossNodes(ctx, account, table, q); ok {
+		return page, err
+	}
 	return s.spreadPage(ctx, account, table, q)
 }
 
-// spreadPage runs a page across partitions on distributed entities.
+// spreadPage runs a page across partitions on distributed entities, when
+// the nodes' placements cannot be read directly (acrossNodes).
 //
 // Citus runs a statement that no partition pins on every shard, each with
 // the statement's LIMIT: with n shards, n pages of entities would cross

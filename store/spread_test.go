@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgtables/pgtables/internal/testdb"
 )
@@ -56,6 +57,33 @@ func TestCitusPagesAcrossPartitions(t *testing.T) {
 	// to each other.
 	sizes := []int{1, 3, 0, 250, 1, 1, 7, 120, 0, 2, 1, 40, 300, 5, 1}
 	all := fill(t, s, "t1", sizes)
+	// On Citus: the nodes' placements read directly (across_nodes.go),
+	// and the steps through the coordinator.
+	stores := []*Store{s}
+	if s.Distributed() {
+		stores = append(stores, unrouted(t, s))
+	}
+	for _, s := range stores {
+		pagesAcrossPartitions(t, s, all)
+	}
+}
+
+// unrouted is a store on s's database whose statements all go to the
+// coordinator.
+func unrouted(t *testing.T, s *Store) *Store {
+	t.Helper()
+	pool, err := pgxpool.NewWithConfig(context.Background(), s.pool.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return detected(t, NewWithOptions(pool, Options{RouteConns: -1}))
+}
+
+// pagesAcrossPartitions checks TestCitusPagesAcrossPartitions's pages of
+// the table t1 of keys all on s.
+func pagesAcrossPartitions(t *testing.T, s *Store, all []string) {
+	t.Helper()
 	for _, tc := range []struct {
 		filter string
 		keep   func(pk, rk string, n int) bool
@@ -169,6 +197,9 @@ func TestCitusPageAcrossPartitionsRacesWrites(t *testing.T) {
 			if !reader.Distributed() {
 				t.Fatal("entities are not distributed")
 			}
+			// The steps run where the nodes' placements are not read
+			// directly (across_nodes.go): through the coordinator.
+			reader = unrouted(t, reader)
 			var pages []string
 			for _, keys := range follow(t, reader, "t1", EntityQuery{Top: 5}) {
 				pages = append(pages, strings.Join(keys, " "))

@@ -1,0 +1,146 @@
+package store
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// pagesOf follows q's pages on s and prints them as follow's keys, a page
+// a "|".
+func pagesOf(t *testing.T, s *Store, table string, q EntityQuery) string {
+	t.Helper()
+	var pages []string
+	for _, p := range follow(t, s, table, q) {
+		pages = append(pages, strings.Join(p, " "))
+	}
+	return strings.Join(pages, " | ")
+}
+
+// On Citus a page of an unindexed filter across partitions, or of none,
+// is a statement on each node's placements, merged in pgtables
+// (across_nodes.go): the pages, continuations included, are those that
+// Citus gives for the same query, and a page goes through Citus when a
+// placement is stale (a shard moved: not the node's in the metadata, or
+// its table gone) or the cached table id is that of a table deleted
+// since.
+func TestCitusFilterAcrossNodes(t *testing.T) {
+	newCitusStore(t) // skips on PostgreSQL
+	dsn := migratedDB(t)
+	ctx := context.Background()
+	writer := newStoreOn(t, dsn, nil)
+	sizes := make([]int, 24)
+	for i := range sizes {
+		sizes[i] = 1 + i*7%5
+	}
+	fill(t, writer, "t", sizes)
+	tracer := &statementTracer{}
+	reader := newStoreOn(t, dsn, tracer)
+	rt := reader.router.Load()
+	nodes, shards := nodeShards(rt.cur.Load(), time.Now().UnixNano())
+	if len(nodes) < 2 {
+		t.Fatalf("the shards of entities are read directly on %d nodes, want every shard on a worker, on 2 at least", len(nodes))
+	}
+	citus := unrouted(t, writer)
+	cases := []struct {
+		filter string
+		top    int
+		rng    KeyRange
+	}{
+		{filter: "N ne 2", top: 1000},
+		{filter: "N ne 2", top: 7},
+		{filter: "N ge 10 and N lt 30", top: 1},
+		{filter: "N ge 10 and N lt 30", top: 4},
+		{filter: "N gt 1000", top: 5},
+		{top: 9},
+		{filter: "RowKey le 'r001'", top: 3},
+		{filter: "N lt 50", top: 6, rng: KeyRange{Lower: &KeyBound{PK: "p03", RK: "r001", HasRK: true}, Upper: &KeyBound{PK: "p17"}}},
+	}
+	for _, tc := range cases {
+		q := EntityQuery{Top: tc.top, Range: tc.rng}
+		if tc.filter != "" {
+			q.Filter = mustParse(t, tc.filter)
+		}
+		want := pagesOf(t, citus, "t", q)
+		tracer.across.Store(0)
+		tracer.nodes.Store(0)
+		got := pagesOf(t, reader, "t", q)
+		if got != want {
+			t.Errorf("%s, top %d: pages on the nodes\n%s\nthrough Citus\n%s", tc.filter, tc.top, got, want)
+		}
+		pages := int64(strings.Count(got, "|") + 1)
+		if n, m := tracer.across.Load(), tracer.nodes.Load(); n != 0 || m != pages*int64(len(nodes)) {
+			t.Errorf("%s, top %d: %d pages ran %d statements through Citus and %d on nodes, want 0 and %d", tc.filter, tc.top, pages, n, m, pages*int64(len(nodes)))
+		}
+	}
+	if strings.Count(pagesOf(t, citus, "t", EntityQuery{Filter: mustParse(t, "N ne 2"), Top: 1000}), "/") < 40 {
+		t.Fatal("the table is too small for the test to tell")
+	}
+
+	// Stale placements: the page goes through Citus, and is right.
+	q := EntityQuery{Filter: mustParse(t, "N ne 2"), Top: 5}
+	want := pagesOf(t, citus, "t", q)
+	cur := rt.cur.Load()
+	moved := shards[0][0]
+	for _, tc := range []struct {
+		name   string
+		direct *directRead
+	}{
+		{"a shard no longer the node's", newDirectRead(moved.id+1_000_000, moved.shard, moved.tables)},
+		{"a placement's table gone", newDirectRead(moved.id, moved.shard+"_gone", moved.tables)},
+	} {
+		for rt.loading.Load() {
+			time.Sleep(10 * time.Millisecond) // the last case's reload
+		}
+		p := *cur
+		p.ranges = append([]shardRange(nil), cur.ranges...)
+		for i := range p.ranges {
+			if p.ranges[i].direct == moved {
+				p.ranges[i].direct = tc.direct
+			}
+		}
+		p.loaded = time.Now().Add(time.Hour) // no reload meanwhile
+		rt.cur.Store(&p)
+		tracer.across.Store(0)
+		if got := pagesOf(t, reader, "t", q); got != want {
+			t.Errorf("%s: pages\n%s\nwant\n%s", tc.name, got, want)
+		}
+		if tracer.across.Load() == 0 {
+			t.Errorf("%s: no page went through Citus", tc.name)
+		}
+	}
+	for rt.loading.Load() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	rt.cur.Store(cur)
+
+	// The table deleted and created again under the same name: the cached
+	// id is the old table's, whose rows are still there.
+	if got := pagesOf(t, reader, "t", q); got != want {
+		t.Fatalf("pages\n%s\nwant\n%s", got, want)
+	}
+	if err := writer.DeleteTable(ctx, acct, "t"); err != nil {
+		t.Fatal(err)
+	}
+	fill(t, writer, "t", []int{3, 0, 0, 4})
+	tracer.across.Store(0)
+	tracer.nodes.Store(0)
+	want = "p00/r000 p00/r001 p03/r000 p03/r001 p03/r002 | p03/r003"
+	for i := range 2 {
+		if got := pagesOf(t, reader, "t", q); got != want {
+			t.Errorf("read %d of the table created again: pages\n%s\nwant\n%s", i, got, want)
+		}
+	}
+	// The first page on the nodes finds the cached id deleted and goes
+	// through Citus; the other three on the nodes, with the new id.
+	if n, m := tracer.across.Load(), tracer.nodes.Load(); n != 1 || m != 4*int64(len(nodes)) {
+		t.Errorf("two reads of the table created again ran %d statements through Citus and %d on nodes, want 1 and %d", n, m, 4*len(nodes))
+	}
+	if err := writer.DeleteTable(ctx, acct, "t"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reader.QueryEntities(ctx, acct, "t", q); err != ErrTableNotFound {
+		t.Errorf("deleted table: %v, want ErrTableNotFound", err)
+	}
+}
