@@ -70,6 +70,9 @@ func (s *Store) acrossPartitions(q EntityQuery) bool {
 func (s *Store) acrossPage(ctx context.Context, account, table string, q EntityQuery) (*EntityPage, error) {
 	settings := sqlAcrossSettings
 	if len(q.indexes) > 0 && filter.UsesIndex(q.Filter, q.schema()) {
+		if page, err, ok := s.directAcrossPage(ctx, q); ok {
+			return page, err
+		}
 		settings = sqlAcrossIndexed
 	}
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: sqlAcrossBegin + settings})
@@ -93,7 +96,14 @@ func (s *Store) acrossPage(ctx context.Context, account, table string, q EntityQ
 
 // acrossSQL builds the statement of a page across partitions.
 func acrossSQL(tableID int64, q EntityQuery) (string, []any, error) {
-	sql := sqlAcrossPage
+	where, args, err := acrossWhere(tableID, q)
+	return sqlAcrossPage + where, args, err
+}
+
+// acrossWhere is what follows sqlAcrossPage in acrossSQL's statement: the
+// conditions after the table's, the order and the limit.
+func acrossWhere(tableID int64, q EntityQuery) (string, []any, error) {
+	sql := ""
 	args := []any{tableID}
 	switch {
 	case q.HasFromPK && q.HasFromRK:

@@ -43,6 +43,9 @@ SELECT ts, xmin, props FROM entities WHERE table_id = $1 AND dkey = $2 AND pk = 
 // A directRead holds the statements of point reads on one shard's
 // placement, on its node (see above).
 type directRead struct {
+	id      int64  // the shard's
+	shard   string // the name of its placement's table on the node
+	tables  string // the name of the node's placement of tables
 	get     string // one key: live, here, ts, xmin, props
 	getMany string // keys as arrays: position, then get's columns
 	group   string // the merge group's prefix
@@ -59,6 +62,7 @@ FROM (SELECT 1 / count(*) AS live FROM `
   WHERE p.shardid = ` + strconv.FormatInt(id, 10) + ` AND p.shardstate = 1)`
 	guard := tables + ` WHERE id = $1 AND deleted_at IS NULL) g`
 	d := &directRead{
+		id: id, shard: shard, tables: tables,
 		get: `
 SELECT g.live, ` + here + `, e.ts, e.xmin, e.props` + head + guard + `
 LEFT JOIN ` + shard + ` e ON e.table_id = $1 AND e.dkey = $2 AND e.pk = $3 AND e.rk = $4`,
