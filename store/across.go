@@ -21,6 +21,10 @@ import (
 // connection per worker bounds the fan-out of one request, so that 16
 // clients do not open 16 x shards connections at once.
 //
+// A page of a filter that a property index serves reads the shards on
+// their nodes instead, when the store routes statements to them
+// (across_direct.go); the statement here is its fallback.
+//
 // The table's id is looked up first, on the coordinator's copy of the
 // reference table, rather than joined into the statement: a join with a
 // reference table is planned by Citus as a subquery on every shard, which
