@@ -397,6 +397,16 @@ func appendString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
+// plainJSON marks the bytes that a JSON string holds as they are: ASCII
+// but for controls, '"' and '\\'. One lookup per byte of every key and
+// ETag of a page, where four comparisons took a fifth of its encoding.
+var plainJSON = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
 // appendStringBody appends s JSON-escaped, without quotes: '"', '\' and
 // control characters escaped, everything else raw. Invalid UTF-8 (which no
 // Value should hold) becomes U+FFFD so the document stays valid.
@@ -405,7 +415,7 @@ func appendStringBody(dst []byte, s string) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
+		if plainJSON[c] {
 			i++
 			continue
 		}

@@ -109,7 +109,7 @@ func appendStoredMember(dst, name, tag, value []byte, annotate, wholeDoubles boo
 		}
 		return append(key(annotation(dst, EdmInt64)), value...), true
 	case "guid":
-		if !quoted || len(value) != 38 || bytes.IndexFunc(value, isUpperHex) >= 0 {
+		if !quoted || len(value) != 38 || hasUpperHex(value) {
 			return dst, false
 		}
 		return append(key(annotation(dst, EdmGuid)), value...), true
@@ -179,7 +179,16 @@ func canonicalInt(b []byte) bool {
 	return true
 }
 
-func isUpperHex(r rune) bool { return r >= 'A' && r <= 'F' }
+// hasUpperHex reports whether b holds an upper-case hex digit. A byte
+// loop: bytes.IndexFunc decodes runes, a tenth of a page's transcoding.
+func hasUpperHex(b []byte) bool {
+	for _, c := range b {
+		if c >= 'A' && c <= 'F' {
+			return true
+		}
+	}
+	return false
+}
 
 // paddedBase64 accepts standard base64 with padding, as clients decode it.
 func paddedBase64(b []byte) bool {
@@ -271,12 +280,28 @@ func (t *transcoder) end() bool {
 	return t.pos == len(t.src)
 }
 
+// shortString is how many bytes str looks at one by one before it
+// searches with IndexByte: names, type tags and most values are shorter,
+// and for them two IndexByte calls cost more than the loop.
+const shortString = 16
+
 // str returns a whole JSON string token, quotes included.
 func (t *transcoder) str() ([]byte, bool) {
 	if !t.byte('"') {
 		return nil, false
 	}
 	start := t.pos - 1
+	for end := min(t.pos+shortString, len(t.src)); t.pos < end; t.pos++ {
+		switch t.src[t.pos] {
+		case '"':
+			t.pos++
+			return t.src[start:t.pos], true
+		case '\\':
+			// An escape: from here on, the search below.
+			goto search
+		}
+	}
+search:
 	for t.pos < len(t.src) {
 		// The next quote, then any escape before it: both searches are
 		// IndexByte's vectorised scans, where IndexAny walks byte by byte,

@@ -11,10 +11,10 @@ import (
 	"github.com/pgtables/pgtables/odata/filter"
 )
 
-// A page of a filter that spans partitions on distributed entities is one
-// statement (or, for a filter no property index serves, one a node on the
-// nodes' placements where they can be read directly: across_nodes.go):
-// Citus pushes ORDER BY pk, rk LIMIT down to every shard and
+// A page of a filter that spans partitions on distributed entities is a
+// statement per node on the nodes' placements where they can be read
+// directly (across_nodes.go). Where they cannot, it is the one statement
+// here, through Citus, which pushes ORDER BY pk, rk LIMIT down to every shard and
 // merges their ordered answers. For the shards to stop after $top matches
 // rather than read and sort all their rows, each must walk its primary key
 // index in order, which the planner seldom picks for a filter it cannot
@@ -70,11 +70,12 @@ func (s *Store) acrossPartitions(q EntityQuery) bool {
 // acrossPage runs one page of such a query. A page that runs out of ctx's
 // time fails as any statement does; the caller's budget decides what then.
 func (s *Store) acrossPage(ctx context.Context, account, table string, q EntityQuery) (*EntityPage, error) {
+	if page, ok, err := s.acrossNodes(ctx, account, table, q); ok {
+		return page, err
+	}
 	settings := sqlAcrossSettings
 	if len(q.indexes) > 0 && filter.UsesIndex(q.Filter, q.schema()) {
 		settings = sqlAcrossIndexed
-	} else if page, ok, err := s.acrossNodes(ctx, account, table, q); ok {
-		return page, err
 	}
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: sqlAcrossBegin + settings})
 	if err != nil {
@@ -97,7 +98,14 @@ func (s *Store) acrossPage(ctx context.Context, account, table string, q EntityQ
 
 // acrossSQL builds the statement of a page across partitions.
 func acrossSQL(tableID int64, q EntityQuery) (string, []any, error) {
-	sql := sqlAcrossPage
+	where, args, err := acrossWhere(tableID, q)
+	return sqlAcrossPage + where, args, err
+}
+
+// acrossWhere is what follows sqlAcrossPage in acrossSQL's statement: the
+// conditions after the table's, the order and the limit.
+func acrossWhere(tableID int64, q EntityQuery) (string, []any, error) {
+	sql := ""
 	args := []any{tableID}
 	switch {
 	case q.HasFromPK && q.HasFromRK:

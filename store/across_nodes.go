@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -12,9 +11,9 @@ import (
 	"github.com/pgtables/pgtables/odata"
 )
 
-// On Citus a page of a filter across partitions that no property index
-// serves, or of no filter or key conditions only (a scan of the table),
-// reads every shard, and through the coordinator that cost twice
+// On Citus a page of a filter across partitions, or of no filter or key
+// conditions only (a scan of the table), reads every shard, and through
+// the coordinator that cost twice
 // the nodes' CPU of reading the shards themselves (pgtables-bench
 // filter-scan, 10,000 entities, 100 matches a page: the coordinator 4.7
 // ms and the workers 17 ms a page through Citus, where a worker's shards
@@ -25,7 +24,12 @@ import (
 // that node's placements, a UNION ALL of one ordered, limited statement a
 // shard, which PostgreSQL plans once per connection as a merge of the
 // shards' primary key walks; pgtables merges the nodes' ordered rows. One
-// connection per node for each request bounds the fan-out.
+// connection per node for each request bounds the fan-out. A page that a
+// property index serves gains most: through the coordinator it took a
+// transaction of four round trips, the coordinator's planning and its copy
+// of every row, and the shard statements one after the other on each node,
+// about 12 ms of the coordinator's CPU for a page of 1,000 entities that
+// the shards' indexes find in a few milliseconds.
 //
 // Each node's statement checks in its snapshot, as a point read on a
 // placement does, that the table id (from the cache of tableids.go) is
@@ -109,10 +113,9 @@ type nodeAnswer struct {
 	err  error
 }
 
-// acrossNodes runs a page across partitions that no property index
-// serves as one statement per node (see above). ok is false when it did not apply
-// or found its placements or table id stale: the caller then goes
-// through Citus.
+// acrossNodes runs a page across partitions as one statement per node
+// (see above). ok is false when it did not apply or found its placements
+// or table id stale: the caller then goes through Citus.
 func (s *Store) acrossNodes(ctx context.Context, account, table string, q EntityQuery) (page *EntityPage, ok bool, err error) {
 	rt := s.router.Load()
 	if rt == nil {
@@ -127,13 +130,9 @@ func (s *Store) acrossNodes(ctx context.Context, account, table string, q Entity
 	if err != nil {
 		return nil, false, nil // through Citus, which tells a missing table
 	}
-	sql, args, err := acrossSQL(id, q)
+	rest, args, err := acrossWhere(id, q)
 	if err != nil {
 		return &EntityPage{}, true, err
-	}
-	rest, found := strings.CutPrefix(sql, sqlAcrossPage)
-	if !found {
-		return &EntityPage{}, true, errors.New("query entities: a page across partitions begins unlike sqlAcrossPage")
 	}
 	answers := make([]nodeAnswer, len(nodes))
 	var wg sync.WaitGroup
@@ -159,6 +158,9 @@ func (s *Store) acrossNodes(ctx context.Context, account, table string, q Entity
 			// A node's rows alone are no prefix of the page.
 			return &EntityPage{}, true, classify(fmt.Errorf("query entities: %w", a.err))
 		}
+	}
+	if h := rt.acrossHook; h != nil {
+		h()
 	}
 	return mergeNodes(answers, q.Top), true, nil
 }

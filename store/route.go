@@ -135,6 +135,9 @@ type router struct {
 	mu       sync.Mutex
 	nodes    map[string]*node
 	loadHook func() // tests: after every load
+	// acrossHook, tests: after every page read on the shards' nodes
+	// (across_nodes.go).
+	acrossHook func()
 	// coordLive is where the coordinator's combiners read their table
 	// guard's statement (see combiner.tableGuard).
 	coordLive *atomic.Pointer[string]
