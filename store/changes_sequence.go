@@ -67,17 +67,24 @@ SELECT dkey, id, tag, at, table_id FROM change_pending ORDER BY id LIMIT $1`
 	sqlUnsequencedOfTags = `
 SELECT dkey, id, tag, at, table_id FROM change_pending WHERE tag = ANY($1) AND id > $2 ORDER BY id`
 
-	// The change rows above the watermark (up to $3 of them) and in its
-	// gaps that the statement's snapshot sees, with that snapshot's xmin
-	// and xmax. Rows with last NULL have pending rows.
+	// What a run of the sequencer may number on one PostgreSQL, in one
+	// statement whose snapshot is taken once the run holds the
+	// change_numbering row: the change rows above the watermark (up to $1
+	// of them) and in its gaps that the snapshot sees (rows with last NULL
+	// have pending rows), the pending rows (up to $1), and the snapshot's
+	// xmin and xmax.
 	sqlScanChanges = `
-SELECT s.xmin, s.xmax, c.id, c.dkey, c.table_id, coalesce(c.tag, 0), c.at, c.last
+SELECT s.xmin, s.xmax, c.pending, c.id, c.dkey, c.table_id, c.tag, c.at, c.last
 FROM (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin,
-             pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS xmax) s
+             pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS xmax,
+             scanned, gaps
+      FROM change_numbering) s
 LEFT JOIN LATERAL (
-  SELECT id, dkey, table_id, tag, at, last FROM changes WHERE id = ANY($2::bigint[])
+  SELECT false AS pending, id, dkey, table_id, coalesce(tag, 0) AS tag, at, last FROM changes WHERE id = ANY(s.gaps)
   UNION ALL
-  (SELECT id, dkey, table_id, tag, at, last FROM changes WHERE id > $1 ORDER BY id LIMIT $3)
+  (SELECT false, id, dkey, table_id, coalesce(tag, 0), at, last FROM changes WHERE id > s.scanned ORDER BY id LIMIT $1)
+  UNION ALL
+  (SELECT true, id, dkey, table_id, tag, at, NULL FROM change_pending ORDER BY id LIMIT $1)
 ) c ON true`
 
 	// By the index on id: deleted pending rows wait for vacuum at the
@@ -108,14 +115,17 @@ FROM d JOIN unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[]) AS v(
 ORDER BY v.pos`
 
 	// The positions of rows without pending rows, given in position
-	// order.
-	sqlInsertPositions = `
-INSERT INTO change_positions (dkey, id, table_id, pos, txn, at)
-SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::timestamptz[])`
+	// order, and the sequencer's state after a run on one PostgreSQL,
+	// which tells the readers ($11: when there are new positions).
+	sqlNumberDirect = `
+WITH p AS (
+  INSERT INTO change_positions (dkey, id, table_id, pos, txn, at)
+  SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::timestamptz[]))
+UPDATE change_numbering SET last = $7::bigint, visible = $7::bigint, scanned = $8, gaps = $9, gap_xmax = $10
+RETURNING CASE WHEN $11 THEN pg_notify('` + feedChannel + `', $7::bigint::text) END`
 
-	sqlSetLast        = `UPDATE change_numbering SET last = $1`
-	sqlSetVisible     = `UPDATE change_numbering SET visible = $1 WHERE visible < $1`
-	sqlSetLastVisible = `UPDATE change_numbering SET last = $1, visible = $1, scanned = $2, gaps = $3, gap_xmax = $4`
+	sqlSetLast    = `UPDATE change_numbering SET last = $1`
+	sqlSetVisible = `UPDATE change_numbering SET visible = $1 WHERE visible < $1`
 
 	// feedChannel is the NOTIFY channel on which the sequencer tells the
 	// replicas' readers that positions became visible.
@@ -267,175 +277,233 @@ func (w watermark) plan(sc scan) (take []unsequenced, next watermark) {
 // returns how many it numbered and whether more may be waiting;
 // errSequencerBusy when another sequencer is at it, unless wait is set:
 // then it waits for that one to finish.
+//
+// A run is two round trips on one connection, its transaction begun by
+// the first and committed by the second: what a run costs is mostly per
+// statement and round trip, not per change (at 20 runs a second, several
+// times its changes' own cost at a few hundred writes a second).
 func (s *Store) sequenceOnce(ctx context.Context, wait bool) (int, bool, error) {
-	var last, visible int64
-	var n int
-	var more, published bool
-	lock := sqlLockFeed
-	if wait {
-		lock = sqlLockFeedWait
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return 0, false, classify(fmt.Errorf("sequence changes: %w", err))
 	}
-	distributed := s.distributed.Load()
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var w watermark
-		if err := tx.QueryRow(ctx, lock).Scan(&last, &visible, &w.scanned, &w.gaps, &w.gapXmax); err != nil {
-			if errors.Is(err, pgx.ErrNoRows) {
-				return errSequencerBusy
-			}
-			return err
+	defer conn.Release()
+	r, err := s.sequenceOn(ctx, conn.Conn(), wait)
+	if conn.Conn().PgConn().TxStatus() != 'I' {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		if _, rerr := conn.Exec(rctx, "ROLLBACK"); rerr != nil {
+			_ = conn.Conn().Close(rctx)
 		}
-		// On Citus every change row takes this way (changes_citus.go):
-		// every run adopts.
-		if wait || distributed || s.feed.adoptDue() {
-			if _, err := tx.Exec(ctx, sqlAdoptChanges); err != nil {
-				return err
-			}
-		}
-		var take []unsequenced
-		var next watermark
-		for limit := sequenceChunk; ; limit *= 2 {
-			sc, err := readUnsequenced(ctx, tx, w, limit, distributed)
-			if err != nil {
-				return err
-			}
-			take, next = w.plan(sc)
-			more = sc.full || sc.pendingEnd > 0
-			// A page cut inside a transaction that began at its start:
-			// read more.
-			if len(take) > 0 || !more {
-				break
-			}
-		}
-		if len(take) == 0 && slices.Equal(next.gaps, w.gaps) && next.scanned == w.scanned {
-			return nil
-		}
-		b := &pgx.Batch{}
-		direct, pending := numberChanges(take, last)
-		if p := pending; len(p.ids) > 0 {
-			b.Queue(sqlNumberChanges, p.dkeys, p.ids, p.pos, p.txns)
-		}
-		if d := direct; len(d.ids) > 0 {
-			b.Queue(sqlInsertPositions, d.dkeys, d.ids, d.tables, d.pos, d.txns, d.ats)
-		}
-		n = len(take)
-		last += int64(n)
-		if distributed {
-			b.Queue(sqlSetLast, last)
-			return tx.SendBatch(ctx, b).Close()
-		}
-		// One PostgreSQL commits the numbering at once: it may publish
-		// it in the same transaction.
-		b.Queue(sqlSetLastVisible, last, next.scanned, next.gaps, next.gapXmax)
-		if n > 0 {
-			b.Queue(sqlNotify, strconv.FormatInt(last, 10))
-		}
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return err
-		}
-		visible = last
-		published = n > 0
-		return nil
-	})
+		cancel()
+	}
 	if err != nil {
 		if errors.Is(err, errSequencerBusy) {
 			return 0, false, err
 		}
 		return 0, false, classify(fmt.Errorf("sequence changes: %w", err))
 	}
-	if visible < last {
+	published := r.published
+	if r.visible < r.last {
 		b := &pgx.Batch{}
-		b.Queue(sqlSetVisible, last)
-		b.Queue(sqlNotify, strconv.FormatInt(last, 10))
+		b.Queue(sqlSetVisible, r.last)
+		b.Queue(sqlNotify, strconv.FormatInt(r.last, 10))
 		if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-			return n, more, classify(fmt.Errorf("publish changes: %w", err))
+			return r.n, r.more, classify(fmt.Errorf("publish changes: %w", err))
 		}
 		published = true
 	}
 	if published {
 		s.feed.wake()
 	}
-	return n, more, nil
+	return r.n, r.more, nil
 }
 
-// readUnsequenced reads what a run may number: up to limit pending rows
-// and, on one PostgreSQL, the change rows above the watermark (up to
-// limit) and in its gaps, in one round trip.
-func readUnsequenced(ctx context.Context, tx pgx.Tx, w watermark, limit int, distributed bool) (scan, error) {
-	var sc scan
-	b := &pgx.Batch{}
-	b.Queue(sqlUnsequenced, limit)
-	if !distributed {
-		b.Queue(sqlScanChanges, w.scanned, w.gaps, limit)
+// sequenced is what a sequencer run did: n changes numbered, last and
+// visible of change_numbering after it, and whether it published them.
+type sequenced struct {
+	n             int
+	more          bool
+	last, visible int64
+	published     bool
+}
+
+// sequenceOn runs sequenceOnce's transaction on conn, leaving it open when
+// it fails.
+func (s *Store) sequenceOn(ctx context.Context, conn *pgx.Conn, wait bool) (sequenced, error) {
+	var r sequenced
+	distributed := s.distributed.Load()
+	lock := sqlLockFeed
+	if wait {
+		lock = sqlLockFeedWait
 	}
-	br := tx.SendBatch(ctx, b)
-	defer br.Close()
+	// On Citus every change row takes this way (changes_citus.go):
+	// every run adopts.
+	adopt := wait || distributed || s.feed.adoptDue()
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(lock)
+	if adopt {
+		b.Queue(sqlAdoptChanges)
+	}
+	queueScan(b, sequenceChunk, distributed)
+	br := conn.SendBatch(ctx, b)
+	var w watermark
+	_, err := br.Exec()
+	if err == nil {
+		err = br.QueryRow().Scan(&r.last, &r.visible, &w.scanned, &w.gaps, &w.gapXmax)
+		if errors.Is(err, pgx.ErrNoRows) {
+			err = errSequencerBusy
+		}
+	}
+	if err == nil && adopt {
+		_, err = br.Exec()
+	}
+	var sc scan
+	if err == nil {
+		sc, err = readScan(br, w, sequenceChunk, distributed)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return r, err
+	}
+	var take []unsequenced
+	var next watermark
+	for limit := sequenceChunk; ; limit *= 2 {
+		if limit > sequenceChunk {
+			b := &pgx.Batch{}
+			queueScan(b, limit, distributed)
+			br := conn.SendBatch(ctx, b)
+			sc, err = readScan(br, w, limit, distributed)
+			if cerr := br.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return r, err
+			}
+		}
+		if len(sc.pending) == limit {
+			if err := extendPending(ctx, conn, &sc, distributed); err != nil {
+				return r, err
+			}
+		}
+		take, next = w.plan(sc)
+		r.more = sc.full || len(sc.pending) >= limit
+		// A page cut inside a transaction that began at its start:
+		// read more.
+		if len(take) > 0 || !r.more {
+			break
+		}
+	}
+	b = &pgx.Batch{}
+	direct, pending := numberChanges(take, r.last)
+	if p := pending; len(p.ids) > 0 {
+		b.Queue(sqlNumberChanges, p.dkeys, p.ids, p.pos, p.txns)
+	}
+	r.n = len(take)
+	r.last += int64(r.n)
+	switch {
+	case distributed:
+		if r.n > 0 {
+			b.Queue(sqlSetLast, r.last)
+		}
+	case r.n > 0 || next.scanned != w.scanned || !slices.Equal(next.gaps, w.gaps):
+		// One PostgreSQL commits the numbering at once: it may publish
+		// it in the same transaction.
+		d := direct
+		b.Queue(sqlNumberDirect, d.dkeys, d.ids, d.tables, d.pos, d.txns, d.ats, r.last, next.scanned, next.gaps, next.gapXmax, r.n > 0)
+		r.visible = r.last
+		r.published = r.n > 0
+	}
+	b.Queue("COMMIT")
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+// queueScan queues the statement that reads what a run may number (see
+// readScan).
+func queueScan(b *pgx.Batch, limit int, distributed bool) {
+	if distributed {
+		b.Queue(sqlUnsequenced, limit)
+		return
+	}
+	b.Queue(sqlScanChanges, limit)
+}
+
+// readScan reads what queueScan queued: up to limit pending rows and, on
+// one PostgreSQL, the change rows above the watermark w (up to limit) and
+// in its gaps.
+func readScan(br pgx.BatchResults, w watermark, limit int, distributed bool) (scan, error) {
+	var sc scan
 	rows, err := br.Query()
 	if err != nil {
 		return sc, err
 	}
-	if sc.pending, err = collectUnsequenced(rows); err != nil {
+	if distributed {
+		sc.pending, err = collectUnsequenced(rows)
 		return sc, err
 	}
-	if !distributed {
-		rows, err := br.Query()
-		if err != nil {
-			return sc, err
+	var (
+		pending                *bool
+		id, dkey, tableID, tag *int64
+		at                     *time.Time
+		last                   *bool
+		above                  int
+	)
+	_, err = pgx.ForEachRow(rows, []any{&sc.xmin, &sc.xmax, &pending, &id, &dkey, &tableID, &tag, &at, &last}, func() error {
+		if id == nil {
+			return nil // none: the snapshot alone
 		}
-		var (
-			id, dkey, tableID, tag *int64
-			at                     *time.Time
-			last                   *bool
-			above                  int
-		)
-		_, err = pgx.ForEachRow(rows, []any{&sc.xmin, &sc.xmax, &id, &dkey, &tableID, &tag, &at, &last}, func() error {
-			if id == nil {
-				return nil // none: the snapshot alone
-			}
-			r := unsequenced{dkey: *dkey, id: *id, tag: *tag, at: *at, tableID: *tableID}
-			if last != nil {
-				r.direct, r.last = true, *last
-			}
-			if r.id > w.scanned {
-				above++
-			}
-			sc.direct = append(sc.direct, r)
+		r := unsequenced{dkey: *dkey, id: *id, tag: *tag, at: *at, tableID: *tableID}
+		switch {
+		case *pending:
+			sc.pending = append(sc.pending, r)
 			return nil
-		})
-		if err != nil {
-			return sc, err
+		case last != nil:
+			r.direct, r.last = true, *last
 		}
-		slices.SortFunc(sc.direct, func(a, b unsequenced) int { return cmp.Compare(a.id, b.id) })
-		sc.full = above == limit
-	}
-	if err := br.Close(); err != nil {
+		if r.id > w.scanned {
+			above++
+		}
+		sc.direct = append(sc.direct, r)
+		return nil
+	})
+	if err != nil {
 		return sc, err
 	}
-	if len(sc.pending) == limit {
-		// The page may end inside a transaction: take the rest of the
-		// transactions it has begun. On one PostgreSQL they only show
-		// plan which transactions to leave for a later run.
-		if !distributed {
-			sc.pendingEnd = sc.pending[len(sc.pending)-1].id
-		}
-		tags := make([]int64, 0, 64)
-		seen := make(map[int64]bool)
-		for _, r := range sc.pending {
-			if !seen[r.tag] {
-				seen[r.tag] = true
-				tags = append(tags, r.tag)
-			}
-		}
-		rows, err := tx.Query(ctx, sqlUnsequencedOfTags, tags, sc.pending[len(sc.pending)-1].id)
-		if err != nil {
-			return sc, err
-		}
-		more, err := collectUnsequenced(rows)
-		if err != nil {
-			return sc, err
-		}
-		sc.pending = append(sc.pending, more...)
-	}
+	byID := func(a, b unsequenced) int { return cmp.Compare(a.id, b.id) }
+	slices.SortFunc(sc.direct, byID)
+	slices.SortFunc(sc.pending, byID)
+	sc.full = above == limit
 	return sc, nil
+}
+
+// extendPending adds to a full page of pending rows the rest of the
+// transactions it has begun. On one PostgreSQL they only show plan which
+// transactions to leave for a later run: nothing after the page is read.
+func extendPending(ctx context.Context, conn *pgx.Conn, sc *scan, distributed bool) error {
+	end := sc.pending[len(sc.pending)-1].id
+	if !distributed {
+		sc.pendingEnd = end
+	}
+	tags := make([]int64, 0, 64)
+	seen := make(map[int64]bool)
+	for _, r := range sc.pending {
+		if !seen[r.tag] {
+			seen[r.tag] = true
+			tags = append(tags, r.tag)
+		}
+	}
+	rows, err := conn.Query(ctx, sqlUnsequencedOfTags, tags, end)
+	if err != nil {
+		return err
+	}
+	more, err := collectUnsequenced(rows)
+	sc.pending = append(sc.pending, more...)
+	return err
 }
 
 func collectUnsequenced(rows pgx.Rows) ([]unsequenced, error) {

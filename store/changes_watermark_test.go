@@ -185,6 +185,10 @@ VALUES (1, $1, $2, $3, 1, 'q', $4, 1, 1, '{}')`, tableID, newChangeTag(), last, 
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	// A run with nothing to number.
+	if n, _, err := s.sequenceOnce(ctx, true); err != nil || n != 0 {
+		t.Fatalf("a run with nothing to number: %d, %v", n, err)
+	}
 	if all, _ := readAll(t, s, "open", CursorOldest, 1000); rowKeys(all) != "[a c b d]" {
 		t.Fatalf("in all: %s, want a c b d", rowKeys(all))
 	}
