@@ -92,9 +92,11 @@ LEFT JOIN LATERAL (
 	sqlAnyUnsequencedCitus = `
 SELECT (SELECT id FROM change_pending ORDER BY id LIMIT 1) IS NOT NULL
     OR EXISTS (SELECT 1 FROM changes WHERE pos IS NULL AND tag IS NOT NULL AND last IS NULL)`
+	// The first id above the watermark by the primary key's order: EXISTS
+	// is planned as a scan of the heap, which holds those rows at its end.
 	sqlAnyUnsequenced = `
 SELECT (SELECT id FROM change_pending ORDER BY id LIMIT 1) IS NOT NULL
-    OR EXISTS (SELECT 1 FROM changes WHERE id > (SELECT scanned FROM change_numbering))
+    OR (SELECT id FROM changes WHERE id > (SELECT scanned FROM change_numbering) ORDER BY id LIMIT 1) IS NOT NULL
     OR EXISTS (SELECT 1 FROM changes WHERE id = ANY((SELECT gaps FROM change_numbering)::bigint[]))
     OR EXISTS (SELECT 1 FROM changes WHERE pos IS NULL AND tag IS NOT NULL AND last IS NULL)`
 
