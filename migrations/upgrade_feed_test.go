@@ -39,7 +39,10 @@ INSERT INTO changes (dkey, id, table_id, tag, op, pk, rk, ts, xid, props, at, po
 UPDATE change_feed SET last = 2, visible = 2, purged = 0`); err != nil {
 		t.Fatal(err)
 	}
-	if err := Up(ctx, dsn); err != nil {
+	if err := m.Migrate(7); err != nil {
+		t.Fatal(err)
+	}
+	if err := distribute(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
 	query := func(sql string) string {
@@ -87,5 +90,95 @@ INSERT INTO change_pending (dkey, id, table_id, tag, at) VALUES (13, 5, 5, 9, '2
 	}
 	if got := query(`SELECT format('%s %s', last, visible) FROM change_feed`); got != `[2 2]` {
 		t.Errorf("change_feed after down: %s", got)
+	}
+}
+
+// Migration 0008 keeps 0007's changes where they are (numbered ones keep
+// their positions, pending ones their pending rows) and starts the
+// sequencer's watermark above every existing change row. Down gives rows
+// of 0008's form a pending row where unnumbered, and drops their tags,
+// which 0007's sequencer would take for an older release's rows to adopt.
+// On Citus too.
+func TestUpgradeStartsChangeWatermark(t *testing.T) {
+	t.Parallel()
+	dsn := testdb.New(t)
+	ctx := context.Background()
+	cfg, m := migratedTo(t, dsn, 7)
+	defer m.Close()
+	if err := distribute(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	exec := func(sql string) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	query := func(sql string) string {
+		t.Helper()
+		rows, err := conn.Query(ctx, sql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(all)
+	}
+	// 0007's: one numbered, one pending.
+	exec(`
+INSERT INTO tables (id, account, name, lname) OVERRIDING SYSTEM VALUE VALUES (5, 'acct', 'T', 't');
+INSERT INTO changes (dkey, id, table_id, op, pk, rk, ts, xid, props) VALUES
+  (11, 1, 5, 1, 'p', 'a', 1, 100, '{}'), (11, 2, 5, 1, 'p', 'b', 2, 101, '{}');
+INSERT INTO change_positions (dkey, id, table_id, pos, txn, at) VALUES (11, 1, 5, 1, 1, '2026-01-01');
+INSERT INTO change_pending (dkey, id, table_id, tag, at) VALUES (11, 2, 5, 7, '2026-01-02');
+UPDATE change_sequencer SET last = 1, visible = 1`)
+	if err := m.Migrate(8); err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct{ sql, want string }{
+		{`SELECT format('%s %s %s %s %s', last, visible, scanned, gaps, gap_xmax) FROM change_numbering`, `[1 1 2 {} {}]`},
+		{`SELECT format('%s/%s', id, pos) FROM change_positions ORDER BY pos`, `[1/1]`},
+		{`SELECT format('%s tag %s', id, tag) FROM change_pending`, `[2 tag 7]`},
+		{`SELECT pg_get_expr(indpred, indrelid) FROM pg_index WHERE indexrelid = 'changes_unsequenced'::regclass`,
+			`[((pos IS NULL) AND (tag IS NOT NULL) AND (last IS NULL))]`},
+	}
+	for _, c := range checks {
+		if got := query(c.sql); got != c.want {
+			t.Errorf("%s:\n got %s\nwant %s", c.sql, got, c.want)
+		}
+	}
+
+	// 0008's: one numbered, one not.
+	exec(`
+INSERT INTO changes (dkey, id, table_id, tag, last, op, pk, rk, ts, xid, props, at) VALUES
+  (12, 3, 5, 8, true, 1, 'q', 'c', 3, 102, '{}', '2026-01-03'), (12, 4, 5, 9, true, 1, 'q', 'd', 4, 103, '{}', '2026-01-04');
+INSERT INTO change_positions (dkey, id, table_id, pos, txn, at) VALUES (12, 3, 5, 2, 2, '2026-01-03');
+UPDATE change_numbering SET last = 2, visible = 2, scanned = 3, gaps = '{1}', gap_xmax = '{5}'`)
+	if err := m.Migrate(7); err != nil {
+		t.Fatal(err)
+	}
+	down := []struct{ sql, want string }{
+		{`SELECT format('%s %s', last, visible) FROM change_sequencer`, `[2 2]`},
+		{`SELECT format('%s tag %s %s', id, tag, at::date) FROM change_pending ORDER BY id`, `[2 tag 7 2026-01-02 4 tag 9 2026-01-04]`},
+		{`SELECT format('%s tag %s', id, tag) FROM changes ORDER BY id`, `[1 tag  2 tag  3 tag  4 tag ]`},
+		{`SELECT format('%s/%s', id, pos) FROM change_positions ORDER BY pos`, `[1/1 3/2]`},
+	}
+	for _, c := range down {
+		if got := query(c.sql); got != c.want {
+			t.Errorf("after down, %s:\n got %s\nwant %s", c.sql, got, c.want)
+		}
+	}
+	if err := m.Migrate(8); err != nil {
+		t.Fatal(err)
+	}
+	if got := query(`SELECT format('%s %s', scanned, gaps) FROM change_numbering`); got != `[4 {}]` {
+		t.Errorf("up again: %s", got)
 	}
 }

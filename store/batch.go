@@ -47,6 +47,7 @@ func (s *Store) batch(ctx context.Context, account, table string, writes []Write
 	tag := newChangeTag()
 	for i := range writes {
 		writes[i].txn = tag
+		writes[i].more = i < len(writes)-1
 	}
 	var lastErr error
 	for attempt := 0; attempt < maxBatchAttempts; attempt++ {
@@ -296,7 +297,7 @@ func (s *Store) insertMany(ctx context.Context, tx pgx.Tx, account, table string
 	citusChanges := s.distributed.Load() && s.feedOn(account)
 	sql, args := sqlInsertMany+", table_id", []any{account, lt, dkey, pk, now, rks, sizes, props}
 	if !citusChanges {
-		sql, args = s.capturedOrdered(account, writes[0].txn, changeInsert, sqlInsertMany, args, changesInBatchOrder)
+		sql, args = s.capturedMany(account, writes[0].txn, changeInsert, sqlInsertMany, args, lastInBatchOrder, changesInBatchOrder)
 	}
 	b.Queue(sql, args...)
 	br := tx.SendBatch(ctx, b)

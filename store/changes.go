@@ -10,15 +10,14 @@ import (
 )
 
 // The change feed: every entity write of an account whose feed is on
-// records a change row (migration 0006), and a narrow row in
-// change_pending that stands for it until it has a position (0007), in the
-// statement that writes the entity, so that the change commits, or rolls
-// back, with the write and costs no round trip. On Citus, where that
-// statement is not routed, the change row follows the write in its
-// transaction instead, without a pending row (changes_citus.go). The sequencer
-// (changes_sequence.go) later gives the committed rows their feed
-// positions, in change_positions, never touching the change rows again;
-// readers (changes_read.go) page through the positions and join the rows.
+// records a change row (migration 0006) in the statement that writes the
+// entity, so that the change commits, or rolls back, with the write and
+// costs no round trip. On Citus, where that statement is not routed, the
+// change row follows the write in its transaction instead
+// (changes_citus.go). The sequencer (changes_sequence.go) later gives the
+// committed rows their feed positions, in change_positions (0007), never
+// touching the change rows again (on one PostgreSQL; 0008); readers
+// (changes_read.go) page through the positions and join the rows.
 
 // ChangeFeedConfig configures the change feed; the zero value has the
 // feed on for every account with DefaultChangeRetention.
@@ -85,14 +84,14 @@ const (
 )
 
 // recordChange turns an entity write statement into one that also records
-// its change: the write runs in a CTE returning the entity row, a second
-// CTE inserts the change row from it, a third the pending row (with the
-// change row's id and the transaction's tag), and the statement answers what the
-// write's own RETURNING did (1 for a write without one, whose rows are
-// counted). The transaction's tag is the last argument, tagArg. order, when
-// set, orders the change rows of a statement that writes several entities:
-// what follows "FROM w", a join and an ORDER BY.
-func recordChange(sql, op string, tagArg int, order string) string {
+// its change: the write runs in a CTE returning the entity row, and the
+// statement inserts the change row from it, with the transaction's tag
+// (argument tagArg) and last, the expression that tells whether the row is
+// its transaction's last change (changes_sequence.go), then answers what
+// the write's own RETURNING did (1 for a write without one, whose rows are
+// counted). order, when set, orders the change rows of a statement that
+// writes several entities: what follows "FROM w", a join and an ORDER BY.
+func recordChange(sql, op string, tagArg int, last, order string) string {
 	body, out := sql, "1"
 	if i := strings.LastIndex(sql, "RETURNING"); i >= 0 {
 		body, out = sql[:i], strings.TrimSpace(sql[i+len("RETURNING"):])
@@ -104,7 +103,11 @@ func recordChange(sql, op string, tagArg int, order string) string {
 	var b strings.Builder
 	b.WriteString("WITH w AS (")
 	b.WriteString(strings.TrimRight(body, " \n"))
-	b.WriteString("\nRETURNING xmin, xmax, ts, table_id, dkey, pk, rk, props),\nc AS (\nINSERT INTO changes (dkey, table_id, op, pk, rk, ts, xid, props)\nSELECT dkey, table_id, ")
+	b.WriteString("\nRETURNING xmin, xmax, ts, table_id, dkey, pk, rk, props),\nc AS (\nINSERT INTO changes (dkey, table_id, tag, last, op, pk, rk, ts, xid, props)\nSELECT dkey, table_id, $")
+	b.WriteString(strconv.Itoa(tagArg))
+	b.WriteString("::bigint, ")
+	b.WriteString(last)
+	b.WriteString(", ")
 	b.WriteString(op)
 	b.WriteString(", pk, rk, ")
 	b.WriteString(values)
@@ -113,9 +116,7 @@ func recordChange(sql, op string, tagArg int, order string) string {
 		b.WriteString(" ")
 		b.WriteString(order)
 	}
-	b.WriteString("\nRETURNING dkey, id, table_id),\np AS (\nINSERT INTO change_pending (dkey, id, table_id, tag)\nSELECT dkey, id, table_id, $")
-	b.WriteString(strconv.Itoa(tagArg))
-	b.WriteString("::bigint FROM c)\nSELECT ")
+	b.WriteString(")\nSELECT ")
 	b.WriteString(out)
 	b.WriteString(" FROM w")
 	return b.String()
@@ -123,12 +124,12 @@ func recordChange(sql, op string, tagArg int, order string) string {
 
 // changeStatement is a statement with its change recorded, built once per
 // statement, op and number of arguments.
-func (s *Store) changeStatement(sql, op string, tagArg int, order string) string {
-	key := sql + "\x00" + op + "\x00" + strconv.Itoa(tagArg) + "\x00" + order
+func (s *Store) changeStatement(sql, op string, tagArg int, last, order string) string {
+	key := sql + "\x00" + op + "\x00" + strconv.Itoa(tagArg) + "\x00" + last + "\x00" + order
 	if v, ok := s.changeSQL.Load(key); ok {
 		return v.(string)
 	}
-	v := recordChange(sql, op, tagArg, order)
+	v := recordChange(sql, op, tagArg, last, order)
 	s.changeSQL.Store(key, v)
 	return v
 }
@@ -143,17 +144,24 @@ func (s *Store) captured(account string, w *Write, op, sql string, args []any) (
 		sql, w.change = s.citusCaptured(w, op, sql)
 		return sql, args
 	}
-	return s.capturedOrdered(account, w.txn, op, sql, args, "")
-}
-
-func (s *Store) capturedOrdered(account string, tag int64, op, sql string, args []any, order string) (string, []any) {
 	if !s.feedOn(account) {
 		return sql, args
 	}
+	tag := w.txn
 	if tag == 0 {
 		tag = newChangeTag()
 	}
-	return s.changeStatement(sql, op, len(args)+1, order), append(args, tag)
+	last := "$" + strconv.Itoa(len(args)+2) + "::boolean"
+	return s.changeStatement(sql, op, len(args)+1, last, ""), append(args, tag, !w.more)
+}
+
+// capturedMany is captured for a statement that writes the entities of a
+// transaction, several rows: last and order as recordChange's.
+func (s *Store) capturedMany(account string, tag int64, op, sql string, args []any, last, order string) (string, []any) {
+	if !s.feedOn(account) {
+		return sql, args
+	}
+	return s.changeStatement(sql, op, len(args)+1, last, order), append(args, tag)
 }
 
 // newChangeTag returns the tag of a transaction's changes: the sequencer
@@ -167,3 +175,7 @@ func newChangeTag() int64 { return rand.Int64() | 1 }
 // feed lists them in that order. A join rather than array_position, which
 // searches the array once per row: a tenth of a batch's CPU for the feed.
 const changesInBatchOrder = `JOIN unnest($6::text[]) WITH ORDINALITY AS o(rk, n) USING (rk) ORDER BY o.n`
+
+// lastInBatchOrder is the last column of sqlInsertMany's change rows
+// ordered by changesInBatchOrder: the batch's last operation's.
+const lastInBatchOrder = `o.n = cardinality($6::text[])`

@@ -188,8 +188,9 @@ func TestChangesOrderWithoutSkipsCitus(t *testing.T) {
 func TestNumberChanges(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
-	rows := []unsequenced{{1, 10, 7, t0}, {1, 11, 8, t0}, {2, 12, 7, t0}, {1, 13, 9, t0}, {1, 14, 8, t0}}
-	dkeys, ids, pos, txns := numberChanges(rows, 100)
+	rows := []unsequenced{pendingRow(1, 10, 7, t0), pendingRow(1, 11, 8, t0), pendingRow(2, 12, 7, t0), pendingRow(1, 13, 9, t0), pendingRow(1, 14, 8, t0)}
+	_, p := numberChanges(rows, 100)
+	dkeys, ids, pos, txns := p.dkeys, p.ids, p.pos, p.txns
 	if got, want := fmt.Sprint(ids), "[10 12 11 14 13]"; got != want {
 		t.Errorf("ids %s, want %s", got, want)
 	}
@@ -202,6 +203,11 @@ func TestNumberChanges(t *testing.T) {
 	if got, want := fmt.Sprint(dkeys), "[1 2 1 1 1]"; got != want {
 		t.Errorf("dkeys %s, want %s", got, want)
 	}
+}
+
+// pendingRow is a change row with a pending row, waiting for its position.
+func pendingRow(dkey, id, tag int64, at time.Time) unsequenced {
+	return unsequenced{dkey: dkey, id: id, tag: tag, at: at}
 }
 
 // Cursors round-trip; anything else is refused, never "now" or "oldest".
@@ -248,14 +254,15 @@ func TestNumberChangesOfTwoNodes(t *testing.T) {
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
 	const w = 1 << 48      // the first id of the worker of group 1
 	rows := []unsequenced{ // in id order, as the sequencer reads them
-		{1, 5, 30, at(2000)},  // the coordinator's, after the worker came back
-		{1, 6, 31, at(2001)},  // the coordinator's
-		{1, w + 7, 20, at(0)}, // the worker's, before it went down
-		{1, w + 8, 21, at(3)}, // the worker's: began before w+7 committed, written after
-		{1, w + 9, 21, at(3)}, // same transaction
-		{1, w + 10, 32, at(2500)},
+		pendingRow(1, 5, 30, at(2000)), // the coordinator's, after the worker came back
+		pendingRow(1, 6, 31, at(2001)), // the coordinator's
+		pendingRow(1, w+7, 20, at(0)),  // the worker's, before it went down
+		pendingRow(1, w+8, 21, at(3)),  // the worker's: began before w+7 committed, written after
+		pendingRow(1, w+9, 21, at(3)),  // same transaction
+		pendingRow(1, w+10, 32, at(2500)),
 	}
-	_, ids, _, txns := numberChanges(rows, 0)
+	_, p := numberChanges(rows, 0)
+	ids, txns := p.ids, p.txns
 	if got, want := fmt.Sprint(ids), fmt.Sprint([]int64{w + 7, w + 8, w + 9, 5, 6, w + 10}); got != want {
 		t.Errorf("ids %s, want %s", got, want)
 	}
@@ -263,8 +270,9 @@ func TestNumberChangesOfTwoNodes(t *testing.T) {
 		t.Errorf("txns %s, want %s", got, want)
 	}
 	// Within a node, id order wins over the time a transaction began.
-	rows = []unsequenced{{1, w + 1, 1, at(10)}, {1, w + 2, 2, at(5)}, {1, 3, 3, at(7)}}
-	_, ids, _, _ = numberChanges(rows, 0)
+	rows = []unsequenced{pendingRow(1, w+1, 1, at(10)), pendingRow(1, w+2, 2, at(5)), pendingRow(1, 3, 3, at(7))}
+	_, p = numberChanges(rows, 0)
+	ids = p.ids
 	if got, want := fmt.Sprint(ids), fmt.Sprint([]int64{3, w + 1, w + 2}); got != want {
 		t.Errorf("ids %s, want %s", got, want)
 	}

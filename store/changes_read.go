@@ -15,8 +15,8 @@ import (
 )
 
 const (
-	sqlFeedState   = `SELECT visible, purged FROM change_sequencer`
-	sqlUnpublished = `SELECT visible < last FROM change_sequencer`
+	sqlFeedState   = `SELECT visible, purged FROM change_numbering`
+	sqlUnpublished = `SELECT visible < last FROM change_numbering`
 
 	sqlReadChanges = `
 SELECT p.pos, p.txn, c.op, c.pk, c.rk, c.ts, c.xid, c.props, p.at
@@ -34,8 +34,8 @@ SELECT max(pos) FROM (
 DELETE FROM changes
 WHERE id = ANY(ARRAY(SELECT id FROM change_positions WHERE pos > $1 AND pos <= $2))`
 	sqlPurgePositions = `DELETE FROM change_positions WHERE pos > $1 AND pos <= $2`
-	sqlSetPurged      = `UPDATE change_sequencer SET purged = $1 WHERE purged < $1`
-	sqlFeedPurged     = `SELECT purged, visible FROM change_sequencer`
+	sqlSetPurged      = `UPDATE change_numbering SET purged = $1 WHERE purged < $1`
+	sqlFeedPurged     = `SELECT purged, visible FROM change_numbering`
 	// A deleted table's changes go with its tombstone (purge.go).
 	sqlPurgeTableChanges   = `DELETE FROM changes WHERE table_id = $1`
 	sqlPurgeTablePositions = `DELETE FROM change_positions WHERE table_id = $1`
@@ -179,7 +179,7 @@ func (s *Store) changes(ctx context.Context, account, table, cursor string, limi
 // for the sequencer's lock.
 func (s *Store) sequenceWaiting(ctx context.Context, wait bool) (bool, error) {
 	b := &pgx.Batch{}
-	b.Queue(sqlAnyUnsequenced)
+	b.Queue(s.anyUnsequenced())
 	b.Queue(sqlUnpublished)
 	br := s.pool.SendBatch(ctx, b)
 	var unsequenced, unpublished bool

@@ -1,10 +1,13 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -17,45 +20,86 @@ import (
 // the transaction's id) is not in commit order: a reader that resumed
 // after the highest position it saw would skip a change that commits
 // later with a lower one. So change rows are written without a position,
-// each with a row in change_pending, and the sequencer numbers the rows
-// that have committed, in one transaction at a time (the change_sequencer
-// row's lock), from a counter: positions follow visibility. It deletes
-// their pending rows and writes their positions to change_positions, so
-// that a change row is written once and never updated. Within what one
-// run finds, the changes of a transaction stay together and in their
-// write order, and transactions go in the order of their first change's
-// id (a sequence on each node): a transaction that began after another
-// committed comes after it. A reader reads positions up to
-// change_sequencer.visible. On Citus a second transaction raises it once
-// the numbering one has committed: a transaction that numbers rows on
-// several nodes commits on each of them one after another, and visible
+// and the sequencer numbers the rows that have committed, in one
+// transaction at a time (the change_numbering row's lock), from a counter:
+// positions follow visibility. It writes their positions to
+// change_positions, so that a change row is written once and never
+// updated. Within what one run numbers, the changes of a transaction stay
+// together and in their write order, and transactions go in the order of
+// their first change's id (a sequence on each node): a transaction that
+// began after another committed comes after it. A reader reads positions
+// up to change_numbering.visible. On Citus a second transaction raises it
+// once the numbering one has committed: a transaction that numbers rows
+// on several nodes commits on each of them one after another, and visible
 // keeps readers from seeing a later node's rows before an earlier node's.
 // One PostgreSQL commits at once and raises it in the numbering
 // transaction.
+//
+// Finding the committed rows not yet numbered. On one PostgreSQL (migration
+// 0008) by their ids alone: a write takes its change row's id from the
+// sequence after its transaction has its transaction id (the entity is
+// written first, in the same statement), so an id below a visible one
+// belongs to a transaction that had begun writing before the reading
+// snapshot was taken, and once every transaction below that snapshot's
+// xmax has ended, the id is visible or never will be. The sequencer keeps
+// a watermark (scanned, and the gaps below it, each with that xmax) and
+// reads the rows above it and in its gaps. Elsewhere each change row has a
+// narrow row in change_pending that stands for it (0007): on Citus, where
+// ids come from several nodes' sequences, every run adopts the change rows
+// (a pending row each, pos 0 on the change row), and on one PostgreSQL the
+// rows of the previous release's replicas during a rolling upgrade come
+// with theirs; a run deletes the pending rows it numbers.
 const (
-	sqlLockFeed     = `SELECT last, visible FROM change_sequencer FOR UPDATE SKIP LOCKED`
-	sqlLockFeedWait = `SELECT last, visible FROM change_sequencer FOR UPDATE`
+	sqlLockFeed     = `SELECT last, visible, scanned, gaps, gap_xmax FROM change_numbering FOR UPDATE SKIP LOCKED`
+	sqlLockFeedWait = `SELECT last, visible, scanned, gaps, gap_xmax FROM change_numbering FOR UPDATE`
+	sqlNoJIT        = `SET LOCAL jit = off`
 
-	// Change rows of replicas of the release before migration 0007 (a
-	// rolling upgrade), and every change row on Citus (changes_citus.go),
-	// have a tag and no pending row: they get one, and pos 0, which keeps
-	// them from being taken again.
+	// Change rows of 0006's form, as Citus writes them
+	// (changes_citus.go), have a tag and no pending row: they get one,
+	// and pos 0, which keeps them from being taken again.
 	sqlAdoptChanges = `
-WITH m AS (UPDATE changes SET pos = 0 WHERE pos IS NULL AND tag IS NOT NULL RETURNING dkey, id, table_id, tag, at)
+WITH m AS (UPDATE changes SET pos = 0 WHERE pos IS NULL AND tag IS NOT NULL AND last IS NULL RETURNING dkey, id, table_id, tag, at)
 INSERT INTO change_pending (dkey, id, table_id, tag, at) SELECT dkey, id, table_id, tag, at FROM m`
 
 	sqlUnsequenced = `
-SELECT dkey, id, tag, at FROM change_pending ORDER BY id LIMIT $1`
+SELECT dkey, id, tag, at, table_id FROM change_pending ORDER BY id LIMIT $1`
 
 	// The rest of the transactions of a full page of sqlUnsequenced.
 	sqlUnsequencedOfTags = `
-SELECT dkey, id, tag, at FROM change_pending WHERE tag = ANY($1) AND id > $2 ORDER BY id`
+SELECT dkey, id, tag, at, table_id FROM change_pending WHERE tag = ANY($1) AND id > $2 ORDER BY id`
+
+	// What a run of the sequencer may number on one PostgreSQL, in one
+	// statement whose snapshot is taken once the run holds the
+	// change_numbering row: the change rows above the watermark (up to $1
+	// of them) and in its gaps that the snapshot sees (rows with last NULL
+	// have pending rows), the pending rows (up to $1), and the snapshot's
+	// xmin and xmax.
+	sqlScanChanges = `
+SELECT s.xmin, s.xmax, c.pending, c.id, c.dkey, c.table_id, c.tag, c.at, c.last
+FROM (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin,
+             pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS xmax,
+             scanned, gaps
+      FROM change_numbering LIMIT 1) s
+LEFT JOIN LATERAL (
+  SELECT false AS pending, id, dkey, table_id, coalesce(tag, 0) AS tag, at, last FROM changes WHERE id = ANY(s.gaps)
+  UNION ALL
+  (SELECT false, id, dkey, table_id, coalesce(tag, 0), at, last FROM changes WHERE id > s.scanned ORDER BY id LIMIT $1)
+  UNION ALL
+  (SELECT true, id, dkey, table_id, tag, at, NULL FROM change_pending ORDER BY id LIMIT $1)
+) c ON true`
 
 	// By the index on id: deleted pending rows wait for vacuum at the
 	// start of the heap, where EXISTS would scan through them.
+	sqlAnyUnsequencedCitus = `
+SELECT (SELECT id FROM change_pending ORDER BY id LIMIT 1) IS NOT NULL
+    OR EXISTS (SELECT 1 FROM changes WHERE pos IS NULL AND tag IS NOT NULL AND last IS NULL)`
+	// The first id above the watermark by the primary key's order: EXISTS
+	// is planned as a scan of the heap, which holds those rows at its end.
 	sqlAnyUnsequenced = `
 SELECT (SELECT id FROM change_pending ORDER BY id LIMIT 1) IS NOT NULL
-    OR EXISTS (SELECT 1 FROM changes WHERE pos IS NULL AND tag IS NOT NULL)`
+    OR (SELECT id FROM changes WHERE id > (SELECT scanned FROM change_numbering) ORDER BY id LIMIT 1) IS NOT NULL
+    OR EXISTS (SELECT 1 FROM changes WHERE id = ANY((SELECT gaps FROM change_numbering)::bigint[]))
+    OR EXISTS (SELECT 1 FROM changes WHERE pos IS NULL AND tag IS NOT NULL AND last IS NULL)`
 
 	// Only the rows whose pending row it deletes get a position: the
 	// lock makes that all of them. By id alone, which is unique (each
@@ -73,9 +117,18 @@ FROM d JOIN unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[]) AS v(
   ON v.dkey = d.dkey AND v.id = d.id
 ORDER BY v.pos`
 
-	sqlSetLast        = `UPDATE change_sequencer SET last = $1`
-	sqlSetVisible     = `UPDATE change_sequencer SET visible = $1 WHERE visible < $1`
-	sqlSetLastVisible = `UPDATE change_sequencer SET last = $1, visible = $1`
+	// The positions of rows without pending rows, given in position
+	// order, and the sequencer's state after a run on one PostgreSQL,
+	// which tells the readers ($11: when there are new positions).
+	sqlNumberDirect = `
+WITH p AS (
+  INSERT INTO change_positions (dkey, id, table_id, pos, txn, at)
+  SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::timestamptz[]))
+UPDATE change_numbering SET last = $7::bigint, visible = $7::bigint, scanned = $8, gaps = $9, gap_xmax = $10
+RETURNING CASE WHEN $11 THEN pg_notify('` + feedChannel + `', $7::bigint::text) END`
+
+	sqlSetLast    = `UPDATE change_numbering SET last = $1`
+	sqlSetVisible = `UPDATE change_numbering SET visible = $1 WHERE visible < $1`
 
 	// feedChannel is the NOTIFY channel on which the sequencer tells the
 	// replicas' readers that positions became visible.
@@ -83,129 +136,411 @@ ORDER BY v.pos`
 	sqlNotify   = `SELECT pg_notify('` + feedChannel + `', $1::text)`
 	sqlListen   = `LISTEN ` + feedChannel
 
-	// sequenceChunk bounds the changes one sequencer transaction numbers.
+	// sequenceChunk bounds the changes one sequencer transaction numbers
+	// (it reads more when a transaction's changes straddle its end).
 	sequenceChunk = 5000
 )
 
-// errSequencerBusy: another sequencer holds the change_sequencer row.
+// errSequencerBusy: another sequencer holds the change_numbering row.
 var errSequencerBusy = errors.New("another sequencer is at work")
 
 // unsequenced is a change row waiting for its position: its key, its
-// transaction's tag and when that transaction began (the row's at).
+// transaction's tag and when that transaction began (the row's at), its
+// table; direct: a row without a pending row (0008), and then last: its
+// transaction's last change.
 type unsequenced struct {
 	dkey, id, tag int64
 	at            time.Time
+	tableID       int64
+	direct, last  bool
+}
+
+// A watermark is what the sequencer of one PostgreSQL knows of the change
+// rows without pending rows: the rows with ids above scanned are yet to be
+// read; of the ids up to it, those in gaps were not visible when read (or
+// were rows left for a later run), each with gapXmax, the xmax of the
+// snapshot of the run that put it there; every other id up to scanned is
+// numbered, or never held such a row.
+type watermark struct {
+	scanned       int64
+	gaps, gapXmax []int64
+}
+
+// A scan is what a run read: direct, the rows of sqlScanChanges in id
+// order (those above scanned cut at the limit when full; foreign ones,
+// with pending rows, have direct false), with its snapshot's xmin and
+// xmax; pending, the rows of change_pending in id order, read up to
+// pendingEnd when that page was cut at the limit (0: not cut).
+type scan struct {
+	direct     []unsequenced
+	full       bool
+	xmin, xmax int64
+	pending    []unsequenced
+	pendingEnd int64
+}
+
+// plan returns what a run numbers of what it read, in id order, and the
+// watermark after it. Every transaction's rows are numbered in one run:
+// when a page was cut, a transaction whose last row (direct rows say
+// which is their transaction's last) was not read, and everything from
+// its first row on, wait for a later run, so that no transaction is
+// numbered ahead of one that committed before it began. Pending rows
+// beyond a cut page of them were not read: nothing after it is numbered.
+func (w watermark) plan(sc scan) (take []unsequenced, next watermark) {
+	rows := make([]unsequenced, 0, len(sc.direct)+len(sc.pending))
+	for _, r := range sc.direct {
+		if r.direct {
+			rows = append(rows, r)
+		}
+	}
+	rows = append(rows, sc.pending...)
+	slices.SortFunc(rows, func(a, b unsequenced) int { return cmp.Compare(a.id, b.id) })
+	cut := int64(math.MaxInt64)
+	if sc.pendingEnd > 0 {
+		cut = sc.pendingEnd + 1
+	}
+	if sc.full || sc.pendingEnd > 0 {
+		type span struct {
+			first, last int64
+			ended       bool
+		}
+		tags := make(map[int64]*span)
+		for _, r := range rows {
+			t := tags[r.tag]
+			if t == nil {
+				t = &span{first: r.id}
+				tags[r.tag] = t
+			}
+			t.last = r.id
+			t.ended = t.ended || !r.direct || r.last || !sc.full
+		}
+		for _, t := range tags {
+			if !t.ended {
+				cut = min(cut, t.first)
+			}
+		}
+		// A transaction with rows on both sides of the cut waits too.
+		for moved := true; moved; {
+			moved = false
+			for _, t := range tags {
+				if t.first < cut && t.last >= cut {
+					cut, moved = t.first, true
+				}
+			}
+		}
+	}
+	taken := make(map[int64]bool)
+	for _, r := range rows {
+		if r.id >= cut {
+			break
+		}
+		take = append(take, r)
+		if r.direct {
+			taken[r.id] = true
+		}
+	}
+
+	// Never nil: the columns are NOT NULL.
+	next = watermark{scanned: w.scanned, gaps: []int64{}, gapXmax: []int64{}}
+	found := make(map[int64]bool, len(sc.direct))
+	for _, r := range sc.direct {
+		found[r.id] = true
+		if r.id > w.scanned {
+			next.scanned = max(next.scanned, min(r.id, cut-1))
+		}
+	}
+	keep := func(id, xmax int64) {
+		next.gaps = append(next.gaps, id)
+		next.gapXmax = append(next.gapXmax, xmax)
+	}
+	direct := make(map[int64]bool, len(sc.direct))
+	for _, r := range sc.direct {
+		direct[r.id] = r.direct
+	}
+	for i, g := range w.gaps {
+		switch {
+		case taken[g] || (found[g] && !direct[g]):
+			// Numbered now, or a row with a pending row.
+		case found[g]:
+			keep(g, w.gapXmax[i]) // left for a later run
+		case w.gapXmax[i] > sc.xmin:
+			keep(g, w.gapXmax[i]) // its transaction may still commit
+		}
+	}
+	for id := w.scanned + 1; id <= next.scanned; id++ {
+		if !found[id] {
+			keep(id, sc.xmax)
+		}
+	}
+	return take, next
 }
 
 // sequenceOnce numbers the committed changes that have no position yet, up
-// to sequenceChunk of them, and makes them visible to readers. It returns
-// how many it numbered; errSequencerBusy when another sequencer is at it,
-// unless wait is set: then it waits for that one to finish.
-func (s *Store) sequenceOnce(ctx context.Context, wait bool) (int, error) {
-	var last, visible int64
-	var n int
-	var published bool
-	lock := sqlLockFeed
-	if wait {
-		lock = sqlLockFeedWait
+// to about sequenceChunk of them, and makes them visible to readers. It
+// returns how many it numbered and whether more may be waiting;
+// errSequencerBusy when another sequencer is at it, unless wait is set:
+// then it waits for that one to finish.
+//
+// A run is two round trips on one connection, its transaction begun by
+// the first and committed by the second: what a run costs is mostly per
+// statement and round trip, not per change (at 20 runs a second, several
+// times its changes' own cost at a few hundred writes a second).
+func (s *Store) sequenceOnce(ctx context.Context, wait bool) (int, bool, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return 0, false, classify(fmt.Errorf("sequence changes: %w", err))
 	}
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := tx.QueryRow(ctx, lock).Scan(&last, &visible); err != nil {
-			if errors.Is(err, pgx.ErrNoRows) {
-				return errSequencerBusy
-			}
-			return err
+	defer conn.Release()
+	r, err := s.sequenceOn(ctx, conn.Conn(), wait)
+	if conn.Conn().PgConn().TxStatus() != 'I' {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		if _, rerr := conn.Exec(rctx, "ROLLBACK"); rerr != nil {
+			_ = conn.Conn().Close(rctx)
 		}
-		// On Citus every change row takes this way (changes_citus.go):
-		// every run adopts.
-		if wait || s.distributed.Load() || s.feed.adoptDue() {
-			if _, err := tx.Exec(ctx, sqlAdoptChanges); err != nil {
-				return err
-			}
-		}
-		rows, err := queryUnsequenced(ctx, tx, sqlUnsequenced, sequenceChunk)
-		if err != nil {
-			return err
-		}
-		if len(rows) == sequenceChunk {
-			// The page may end inside a transaction: take the rest of
-			// the transactions it has begun.
-			tags := make([]int64, 0, 64)
-			seen := make(map[int64]bool)
-			for _, r := range rows {
-				if !seen[r.tag] {
-					seen[r.tag] = true
-					tags = append(tags, r.tag)
-				}
-			}
-			more, err := queryUnsequenced(ctx, tx, sqlUnsequencedOfTags, tags, rows[len(rows)-1].id)
-			if err != nil {
-				return err
-			}
-			rows = append(rows, more...)
-		}
-		if len(rows) == 0 {
-			return nil
-		}
-		dkeys, ids, pos, txns := numberChanges(rows, last)
-		if _, err := tx.Exec(ctx, sqlNumberChanges, dkeys, ids, pos, txns); err != nil {
-			return err
-		}
-		n = len(rows)
-		last += int64(n)
-		if s.distributed.Load() {
-			_, err = tx.Exec(ctx, sqlSetLast, last)
-			return err
-		}
-		// One PostgreSQL commits the numbering at once: it may publish
-		// it in the same transaction.
-		b := &pgx.Batch{}
-		b.Queue(sqlSetLastVisible, last)
-		b.Queue(sqlNotify, strconv.FormatInt(last, 10))
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return err
-		}
-		visible = last
-		published = true
-		return nil
-	})
+		cancel()
+	}
 	if err != nil {
 		if errors.Is(err, errSequencerBusy) {
-			return 0, err
+			return 0, false, err
 		}
-		return 0, classify(fmt.Errorf("sequence changes: %w", err))
+		return 0, false, classify(fmt.Errorf("sequence changes: %w", err))
 	}
-	if visible < last {
+	published := r.published
+	if r.visible < r.last {
 		b := &pgx.Batch{}
-		b.Queue(sqlSetVisible, last)
-		b.Queue(sqlNotify, strconv.FormatInt(last, 10))
+		b.Queue(sqlSetVisible, r.last)
+		b.Queue(sqlNotify, strconv.FormatInt(r.last, 10))
 		if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-			return n, classify(fmt.Errorf("publish changes: %w", err))
+			return r.n, r.more, classify(fmt.Errorf("publish changes: %w", err))
 		}
 		published = true
 	}
 	if published {
 		s.feed.wake()
 	}
-	return n, nil
+	return r.n, r.more, nil
 }
 
-func queryUnsequenced(ctx context.Context, tx pgx.Tx, sql string, args ...any) ([]unsequenced, error) {
-	rows, err := tx.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, err
+// sequenced is what a sequencer run did: n changes numbered, last and
+// visible of change_numbering after it, and whether it published them.
+type sequenced struct {
+	n             int
+	more          bool
+	last, visible int64
+	published     bool
+}
+
+// sequenceOn runs sequenceOnce's transaction on conn, leaving it open when
+// it fails.
+func (s *Store) sequenceOn(ctx context.Context, conn *pgx.Conn, wait bool) (sequenced, error) {
+	var r sequenced
+	distributed := s.distributed.Load()
+	lock := sqlLockFeed
+	if wait {
+		lock = sqlLockFeedWait
 	}
+	// On Citus every change row takes this way (changes_citus.go):
+	// every run adopts.
+	adopt := wait || distributed || s.feed.adoptDue()
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	// The scan's estimates grow with changes, which it reads a few rows
+	// of by the primary key: past jit_above_cost PostgreSQL compiled it
+	// on every run, seconds of CPU each (pgtables-bench, 50k changes).
+	b.Queue(sqlNoJIT)
+	b.Queue(lock)
+	if adopt {
+		b.Queue(sqlAdoptChanges)
+	}
+	queueScan(b, sequenceChunk, distributed)
+	br := conn.SendBatch(ctx, b)
+	var w watermark
+	_, err := br.Exec()
+	if err == nil {
+		_, err = br.Exec()
+	}
+	if err == nil {
+		err = br.QueryRow().Scan(&r.last, &r.visible, &w.scanned, &w.gaps, &w.gapXmax)
+		if errors.Is(err, pgx.ErrNoRows) {
+			err = errSequencerBusy
+		}
+	}
+	if err == nil && adopt {
+		_, err = br.Exec()
+	}
+	var sc scan
+	if err == nil {
+		sc, err = readScan(br, w, sequenceChunk, distributed)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return r, err
+	}
+	var take []unsequenced
+	var next watermark
+	for limit := sequenceChunk; ; limit *= 2 {
+		if limit > sequenceChunk {
+			b := &pgx.Batch{}
+			queueScan(b, limit, distributed)
+			br := conn.SendBatch(ctx, b)
+			sc, err = readScan(br, w, limit, distributed)
+			if cerr := br.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return r, err
+			}
+		}
+		if len(sc.pending) == limit {
+			if err := extendPending(ctx, conn, &sc, distributed); err != nil {
+				return r, err
+			}
+		}
+		take, next = w.plan(sc)
+		r.more = sc.full || len(sc.pending) >= limit
+		// A page cut inside a transaction that began at its start:
+		// read more.
+		if len(take) > 0 || !r.more {
+			break
+		}
+	}
+	b = &pgx.Batch{}
+	direct, pending := numberChanges(take, r.last)
+	if p := pending; len(p.ids) > 0 {
+		b.Queue(sqlNumberChanges, p.dkeys, p.ids, p.pos, p.txns)
+	}
+	r.n = len(take)
+	r.last += int64(r.n)
+	switch {
+	case distributed:
+		if r.n > 0 {
+			b.Queue(sqlSetLast, r.last)
+		}
+	case r.n > 0 || next.scanned != w.scanned || !slices.Equal(next.gaps, w.gaps):
+		// One PostgreSQL commits the numbering at once: it may publish
+		// it in the same transaction.
+		d := direct
+		b.Queue(sqlNumberDirect, d.dkeys, d.ids, d.tables, d.pos, d.txns, d.ats, r.last, next.scanned, next.gaps, next.gapXmax, r.n > 0)
+		r.visible = r.last
+		r.published = r.n > 0
+	}
+	b.Queue("COMMIT")
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+// queueScan queues the statement that reads what a run may number (see
+// readScan).
+func queueScan(b *pgx.Batch, limit int, distributed bool) {
+	if distributed {
+		b.Queue(sqlUnsequenced, limit)
+		return
+	}
+	b.Queue(sqlScanChanges, limit)
+}
+
+// readScan reads what queueScan queued: up to limit pending rows and, on
+// one PostgreSQL, the change rows above the watermark w (up to limit) and
+// in its gaps.
+func readScan(br pgx.BatchResults, w watermark, limit int, distributed bool) (scan, error) {
+	var sc scan
+	rows, err := br.Query()
+	if err != nil {
+		return sc, err
+	}
+	if distributed {
+		sc.pending, err = collectUnsequenced(rows)
+		return sc, err
+	}
+	var (
+		pending                *bool
+		id, dkey, tableID, tag *int64
+		at                     *time.Time
+		last                   *bool
+		above                  int
+	)
+	_, err = pgx.ForEachRow(rows, []any{&sc.xmin, &sc.xmax, &pending, &id, &dkey, &tableID, &tag, &at, &last}, func() error {
+		if id == nil {
+			return nil // none: the snapshot alone
+		}
+		r := unsequenced{dkey: *dkey, id: *id, tag: *tag, at: *at, tableID: *tableID}
+		switch {
+		case *pending:
+			sc.pending = append(sc.pending, r)
+			return nil
+		case last != nil:
+			r.direct, r.last = true, *last
+		}
+		if r.id > w.scanned {
+			above++
+		}
+		sc.direct = append(sc.direct, r)
+		return nil
+	})
+	if err != nil {
+		return sc, err
+	}
+	byID := func(a, b unsequenced) int { return cmp.Compare(a.id, b.id) }
+	slices.SortFunc(sc.direct, byID)
+	slices.SortFunc(sc.pending, byID)
+	sc.full = above == limit
+	return sc, nil
+}
+
+// extendPending adds to a full page of pending rows the rest of the
+// transactions it has begun. On one PostgreSQL they only show plan which
+// transactions to leave for a later run: nothing after the page is read.
+func extendPending(ctx context.Context, conn *pgx.Conn, sc *scan, distributed bool) error {
+	end := sc.pending[len(sc.pending)-1].id
+	if !distributed {
+		sc.pendingEnd = end
+	}
+	tags := make([]int64, 0, 64)
+	seen := make(map[int64]bool)
+	for _, r := range sc.pending {
+		if !seen[r.tag] {
+			seen[r.tag] = true
+			tags = append(tags, r.tag)
+		}
+	}
+	rows, err := conn.Query(ctx, sqlUnsequencedOfTags, tags, end)
+	if err != nil {
+		return err
+	}
+	more, err := collectUnsequenced(rows)
+	sc.pending = append(sc.pending, more...)
+	return err
+}
+
+func collectUnsequenced(rows pgx.Rows) ([]unsequenced, error) {
 	var r unsequenced
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (unsequenced, error) {
-		err := row.Scan(&r.dkey, &r.id, &r.tag, &r.at)
+		err := row.Scan(&r.dkey, &r.id, &r.tag, &r.at, &r.tableID)
 		return r, err
 	})
 }
 
+// positionColumns are the columns of the positions of some rows: those
+// of sqlInsertPositions, and of sqlNumberChanges (without tables and ats).
+type positionColumns struct {
+	dkeys, ids, pos, txns, tables []int64
+	ats                           []time.Time
+}
+
+func (c *positionColumns) add(r unsequenced, pos, txn int64) {
+	c.dkeys, c.ids, c.pos, c.txns = append(c.dkeys, r.dkey), append(c.ids, r.id), append(c.pos, pos), append(c.txns, txn)
+	c.tables, c.ats = append(c.tables, r.tableID), append(c.ats, r.at)
+}
+
 // numberChanges gives rows, ordered by id, the positions after last: the
 // rows of one tag together, tags in the order of their first row in
-// feedOrder. It returns the columns of sqlNumberChanges.
-func numberChanges(rows []unsequenced, last int64) (dkeys, ids, pos, txns []int64) {
+// feedOrder. It returns the positions of the direct rows and of the
+// others (with pending rows), each in position order.
+func numberChanges(rows []unsequenced, last int64) (direct, pending positionColumns) {
 	order := feedOrder(rows)
 	byTag := make(map[int64][]int, len(rows))
 	var tags []int64
@@ -216,16 +551,18 @@ func numberChanges(rows []unsequenced, last int64) (dkeys, ids, pos, txns []int6
 		}
 		byTag[r.tag] = append(byTag[r.tag], i)
 	}
-	n := len(rows)
-	dkeys, ids, pos, txns = make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n), make([]int64, 0, n)
 	for _, tag := range tags {
 		first := last + 1
 		for _, i := range byTag[tag] {
 			last++
-			dkeys, ids, pos, txns = append(dkeys, rows[i].dkey), append(ids, rows[i].id), append(pos, last), append(txns, first)
+			if rows[i].direct {
+				direct.add(rows[i], last, first)
+			} else {
+				pending.add(rows[i], last, first)
+			}
 		}
 	}
-	return dkeys, ids, pos, txns
+	return direct, pending
 }
 
 // idNode is the node whose sequence gave a change row its id. On Citus
@@ -279,14 +616,23 @@ func feedOrder(rows []unsequenced) []int {
 // when it returns, every change committed before the call is visible.
 func (s *Store) sequence(ctx context.Context, wait bool) error {
 	for {
-		n, err := s.sequenceOnce(ctx, wait)
+		_, more, err := s.sequenceOnce(ctx, wait)
 		if errors.Is(err, errSequencerBusy) {
 			return nil
 		}
-		if err != nil || n < sequenceChunk {
+		if err != nil || !more {
 			return err
 		}
 	}
+}
+
+// anyUnsequenced is the statement that tells whether changes wait for
+// the sequencer.
+func (s *Store) anyUnsequenced() string {
+	if s.distributed.Load() {
+		return sqlAnyUnsequencedCitus
+	}
+	return sqlAnyUnsequenced
 }
 
 // A feedHub wakes the change feed readers of this process that wait for
@@ -421,7 +767,7 @@ func (s *Store) RunChangeFeed(ctx context.Context, timing ChangeFeedTiming, log 
 			}
 			// Changes written through other replicas, or whose kick
 			// came while a run was on.
-			if err := s.pool.QueryRow(ctx, sqlAnyUnsequenced).Scan(&work); err != nil && ctx.Err() == nil {
+			if err := s.pool.QueryRow(ctx, s.anyUnsequenced()).Scan(&work); err != nil && ctx.Err() == nil {
 				log.Warn("change feed: look for changes", "err", err)
 			}
 		}

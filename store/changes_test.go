@@ -250,11 +250,12 @@ func TestChangeFeedOffOnCitus(t *testing.T) {
 	}
 }
 
-// A replica of the release before migration 0007, during a rolling
-// upgrade, records its changes as that release did: a change row with its
-// tag and no position, and no pending row. The sequencer takes such rows
-// over, and they reach the feed in their order with this release's,
-// once. On Citus too.
+// Replicas of earlier releases, during a rolling upgrade, record their
+// changes as their release did: before migration 0007 a change row with
+// its tag and no position, and no pending row (as Citus still does); before
+// 0008, on one PostgreSQL, a change row without tag and a pending row with
+// it. The sequencer takes such rows over, and they reach the feed in their
+// order with this release's, once. On Citus too.
 func TestChangesOfOlderReleaseCitus(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
@@ -283,24 +284,48 @@ SELECT dkey, table_id, $6, 1, pk, rk, ts, xmin::text::bigint, props FROM w`,
 			t.Fatal(err)
 		}
 	}
+	// The statement of migration 0007's release on one PostgreSQL
+	// (recordChange then); on Citus that release wrote as 0006's.
+	writeOf0007 := func(rk string) {
+		t.Helper()
+		if s.distributed.Load() {
+			oldWrite(rk)
+			return
+		}
+		_, err := s.pool.Exec(ctx, `
+WITH w AS (
+INSERT INTO entities (table_id, dkey, pk, rk, ts, size, props)
+SELECT id, $3, $4, $5, 1, 10, '{}' FROM tables WHERE account = $1 AND lname = $2 AND deleted_at IS NULL
+RETURNING xmin, xmax, ts, table_id, dkey, pk, rk, props),
+c AS (
+INSERT INTO changes (dkey, table_id, op, pk, rk, ts, xid, props)
+SELECT dkey, table_id, 1, pk, rk, ts, xmin::text::bigint, props FROM w
+RETURNING dkey, id, table_id),
+p AS (
+INSERT INTO change_pending (dkey, id, table_id, tag)
+SELECT dkey, id, table_id, $6::bigint FROM c)
+SELECT 1 FROM w`,
+			acct, "upgrade", distributionKey(acct, "upgrade", "p"), "p", rk, newChangeTag())
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	write("a")
 	oldWrite("b")
 	write("c")
-	oldWrite("d")
-	changes, cursor := readAll(t, s, "upgrade", CursorOldest, 1000)
-	var got []string
-	for _, c := range changes {
-		got = append(got, c.RowKey)
-	}
-	if fmt.Sprint(got) != "[a b c d]" {
-		t.Fatalf("changes of %v, want a b c d", got)
-	}
+	writeOf0007("d")
 	oldWrite("e")
-	more, _ := readAll(t, s, "upgrade", cursor, 1000)
-	if len(more) != 1 || more[0].RowKey != "e" || more[0].Op != OpInsert {
-		t.Fatalf("after the cursor: %+v, want the insert of e", more)
+	changes, cursor := readAll(t, s, "upgrade", CursorOldest, 1000)
+	if got := rowKeys(changes); got != "[a b c d e]" {
+		t.Fatalf("changes of %v, want a b c d e", got)
 	}
-	if again, _ := readAll(t, s, "upgrade", CursorOldest, 1000); len(again) != 5 {
-		t.Fatalf("%d changes in all, want 5", len(again))
+	writeOf0007("f")
+	write("g")
+	more, _ := readAll(t, s, "upgrade", cursor, 1000)
+	if rowKeys(more) != "[f g]" || more[0].Op != OpInsert {
+		t.Fatalf("after the cursor: %+v, want the inserts of f and g", more)
+	}
+	if again, _ := readAll(t, s, "upgrade", CursorOldest, 1000); len(again) != 7 {
+		t.Fatalf("%d changes in all, want 7", len(again))
 	}
 }

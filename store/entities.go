@@ -199,6 +199,9 @@ type Write struct {
 	// txn tags the change-feed rows of the writes of one transaction (a
 	// batch's); 0: a tag of the write's own (changes.go).
 	txn int64
+	// more: writes of the transaction follow this one, and so do their
+	// change rows (the sequencer's "last", changes_sequence.go).
+	more bool
 	// change is the write's change row on Citus, set with its statement
 	// by captured (changes_citus.go); nil: none, or recorded by the
 	// statement.
