@@ -291,17 +291,16 @@ func (t *transcoder) str() ([]byte, bool) {
 		return nil, false
 	}
 	start := t.pos - 1
+short:
 	for end := min(t.pos+shortString, len(t.src)); t.pos < end; t.pos++ {
 		switch t.src[t.pos] {
 		case '"':
 			t.pos++
 			return t.src[start:t.pos], true
 		case '\\':
-			// An escape: from here on, the search below.
-			goto search
+			break short // an escape: from here on, the search below
 		}
 	}
-search:
 	for t.pos < len(t.src) {
 		// The next quote, then any escape before it: both searches are
 		// IndexByte's vectorised scans, where IndexAny walks byte by byte,
