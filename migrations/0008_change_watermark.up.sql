@@ -9,7 +9,8 @@
 -- missed it: once every transaction below that xmax has ended, a gap that
 -- is still not visible never will be, and goes (store/changes_sequence.go).
 -- That spares every write a pending row inserted, indexed, deleted and
--- vacuumed. On Citus, where ids come from several nodes' sequences, change
+-- vacuumed. It needs ids in the order they are taken: the sequence keeps
+-- bigserial's CACHE 1 (a cache per session would break that). On Citus, where ids come from several nodes' sequences, change
 -- rows keep 0006's form (last NULL) and are adopted as before.
 DO $$
 BEGIN
