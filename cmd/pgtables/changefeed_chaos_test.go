@@ -45,12 +45,14 @@ import (
 // on Citus (PGTABLES_TEST_BACKEND=citus) it restarts the coordinator and a
 // worker of the cluster it is given, which must run on this machine.
 func TestChangeFeedChaos(t *testing.T) {
+	// Not parallel: on Citus restarting nodes would fail other tests'
+	// requests; everywhere, a killed replica's port is free until it
+	// restarts on it, and another test's freeAddr could take it meanwhile
+	// (a local mode test once found a replica serving on "its" port).
 	var db chaosDB
 	if testdb.Citus() {
-		// Not parallel: restarting nodes would fail other tests' requests.
 		db = newCitusChaosDB(t)
 	} else {
-		t.Parallel()
 		db = newPlainChaosDB(t)
 	}
 	ctx := context.Background()
