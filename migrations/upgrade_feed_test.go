@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/golang-migrate/migrate/v4"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgtables/pgtables/internal/testdb"
@@ -17,19 +18,8 @@ import (
 // relations are distributed after the migration.
 func TestUpgradeCarriesChangeFeed(t *testing.T) {
 	t.Parallel()
-	dsn := testdb.New(t)
 	ctx := context.Background()
-	cfg, m := migratedTo(t, dsn, 6)
-	defer m.Close()
-	// On Citus, as a cluster of the previous release is: distributed.
-	if err := distribute(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	cfg, m, conn := feedDBAt(t, 6)
 	if _, err := conn.Exec(ctx, `
 INSERT INTO tables (id, account, name, lname) OVERRIDING SYSTEM VALUE VALUES (5, 'acct', 'T', 't');
 INSERT INTO changes (dkey, id, table_id, tag, op, pk, rk, ts, xid, props, at, pos, txn) VALUES
@@ -47,15 +37,7 @@ UPDATE change_feed SET last = 2, visible = 2, purged = 0`); err != nil {
 	}
 	query := func(sql string) string {
 		t.Helper()
-		rows, err := conn.Query(ctx, sql)
-		if err != nil {
-			t.Fatal(err)
-		}
-		all, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return fmt.Sprint(all)
+		return queryText(t, conn, sql)
 	}
 	checks := []struct{ sql, want string }{
 		{`SELECT format('%s/%s pos %s txn %s %s', dkey, id, pos, txn, at::date) FROM change_positions ORDER BY pos`,
@@ -101,18 +83,8 @@ INSERT INTO change_pending (dkey, id, table_id, tag, at) VALUES (13, 5, 5, 9, '2
 // On Citus too.
 func TestUpgradeStartsChangeWatermark(t *testing.T) {
 	t.Parallel()
-	dsn := testdb.New(t)
 	ctx := context.Background()
-	cfg, m := migratedTo(t, dsn, 7)
-	defer m.Close()
-	if err := distribute(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	_, m, conn := feedDBAt(t, 7)
 	exec := func(sql string) {
 		t.Helper()
 		if _, err := conn.Exec(ctx, sql); err != nil {
@@ -121,15 +93,7 @@ func TestUpgradeStartsChangeWatermark(t *testing.T) {
 	}
 	query := func(sql string) string {
 		t.Helper()
-		rows, err := conn.Query(ctx, sql)
-		if err != nil {
-			t.Fatal(err)
-		}
-		all, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return fmt.Sprint(all)
+		return queryText(t, conn, sql)
 	}
 	// 0007's: one numbered, one pending.
 	exec(`
@@ -181,4 +145,38 @@ UPDATE change_numbering SET last = 2, visible = 2, scanned = 3, gaps = '{1}', ga
 	if got := query(`SELECT format('%s %s', scanned, gaps) FROM change_numbering`); got != `[4 {}]` {
 		t.Errorf("up again: %s", got)
 	}
+}
+
+// feedDBAt migrates a database of its own to version, distributed on
+// Citus as a cluster of that release is, and connects to it; the test's
+// end closes both.
+func feedDBAt(t *testing.T, version uint) (*pgx.ConnConfig, *migrate.Migrate, *pgx.Conn) {
+	t.Helper()
+	dsn := testdb.New(t)
+	ctx := context.Background()
+	cfg, m := migratedTo(t, dsn, version)
+	t.Cleanup(func() { m.Close() })
+	if err := distribute(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return cfg, m, conn
+}
+
+// queryText runs sql, whose rows are one text each, and prints them.
+func queryText(t *testing.T, conn *pgx.Conn, sql string) string {
+	t.Helper()
+	rows, err := conn.Query(context.Background(), sql)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprint(all)
 }
