@@ -21,7 +21,7 @@ import (
 // after the highest position it saw would skip a change that commits
 // later with a lower one. So change rows are written without a position,
 // and the sequencer numbers the rows that have committed, in one
-// transaction at a time (the change_numbering row's lock), from a counter:
+// transaction at a time (the sequencer's lock), from a counter:
 // positions follow visibility. It writes their positions to
 // change_positions, so that a change row is written once and never
 // updated. Within what one run numbers, the changes of a transaction stay
@@ -39,10 +39,16 @@ import (
 // 0008) by their ids alone: a write takes its change row's id from the
 // sequence after its transaction has its transaction id (the entity is
 // written first, in the same statement), so an id below a visible one
-// belongs to a transaction that had begun writing before the reading
-// snapshot was taken, and once every transaction below that snapshot's
-// xmax has ended, the id is visible or never will be. The sequencer keeps
-// a watermark (scanned, and the gaps below it, each with that xmax) and
+// belongs to a transaction that had its transaction id before the reading
+// snapshot was taken: below any transaction id taken after it, such as
+// the run's own, which the run takes after its scan (its lock is an
+// advisory one: a row lock on change_numbering would give it one before).
+// Once every transaction below that bound has ended, the id is visible or
+// never will be. Not the snapshot's xmax, which is one past the latest
+// transaction that completed, not the next to begin: a transaction above
+// it stays above later snapshots' xmin while it is open (the chaos test of
+// the feed lost batches' first changes so). The sequencer keeps a
+// watermark (scanned, and the gaps below it, each with its bound) and
 // reads the rows above it and in its gaps. Elsewhere each change row has a
 // narrow row in change_pending that stands for it (0007): on Citus, where
 // ids come from several nodes' sequences, every run adopts the change rows
@@ -50,9 +56,20 @@ import (
 // rows of the previous release's replicas during a rolling upgrade come
 // with theirs; a run deletes the pending rows it numbers.
 const (
-	sqlLockFeed     = `SELECT last, visible, scanned, gaps, gap_xmax FROM change_numbering FOR UPDATE SKIP LOCKED`
-	sqlLockFeedWait = `SELECT last, visible, scanned, gaps, gap_xmax FROM change_numbering FOR UPDATE`
-	sqlNoJIT        = `SET LOCAL jit = off`
+	// The sequencer's lock: an advisory lock keyed by change_numbering's
+	// oid, so one per schema of a database. Statements that follow it in
+	// the batch of a run that did not get it take it again (feedLocked),
+	// to skip their work; what they did is rolled back.
+	sqlLockFeed     = `SELECT ` + feedLocked
+	sqlLockFeedWait = `SELECT true FROM pg_advisory_xact_lock(` + feedLockKey + `)`
+	feedLockKey     = `1885827170, 'change_numbering'::regclass::oid::int`
+	feedLocked      = `pg_try_advisory_xact_lock(` + feedLockKey + `)`
+	// A statement of its own, after the lock's: a snapshot taken before
+	// the lock could miss the previous run's numbering.
+	sqlFeedNumbering = `SELECT last, visible, scanned, gaps, gap_xmax FROM change_numbering`
+	// The run's transaction id, taken after its scan (see Finding).
+	sqlRunXid = `SELECT pg_current_xact_id()::text::bigint WHERE ` + feedLocked
+	sqlNoJIT  = `SET LOCAL jit = off`
 
 	// Change rows of 0006's form, as Citus writes them
 	// (changes_citus.go), have a tag and no pending row: they get one,
@@ -69,17 +86,14 @@ SELECT dkey, id, tag, at, table_id FROM change_pending ORDER BY id LIMIT $1`
 SELECT dkey, id, tag, at, table_id FROM change_pending WHERE tag = ANY($1) AND id > $2 ORDER BY id`
 
 	// What a run of the sequencer may number on one PostgreSQL, in one
-	// statement whose snapshot is taken once the run holds the
-	// change_numbering row: the change rows above the watermark (up to $1
-	// of them) and in its gaps that the snapshot sees (rows with last NULL
-	// have pending rows), the pending rows (up to $1), and the snapshot's
-	// xmin and xmax.
+	// statement whose snapshot is taken once the run holds the lock: the
+	// change rows above the watermark (up to $1 of them) and in its gaps
+	// that the snapshot sees (rows with last NULL have pending rows), the
+	// pending rows (up to $1), and the snapshot's xmin.
 	sqlScanChanges = `
-SELECT s.xmin, s.xmax, c.pending, c.id, c.dkey, c.table_id, c.tag, c.at, c.last
-FROM (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin,
-             pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS xmax,
-             scanned, gaps
-      FROM change_numbering LIMIT 1) s
+SELECT s.xmin, c.pending, c.id, c.dkey, c.table_id, c.tag, c.at, c.last
+FROM (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin, scanned, gaps
+      FROM change_numbering WHERE ` + feedLocked + ` LIMIT 1) s
 LEFT JOIN LATERAL (
   SELECT false AS pending, id, dkey, table_id, coalesce(tag, 0) AS tag, at, last FROM changes WHERE id = ANY(s.gaps)
   UNION ALL
@@ -141,8 +155,12 @@ RETURNING CASE WHEN $11 THEN pg_notify('` + feedChannel + `', $7::bigint::text) 
 	sequenceChunk = 5000
 )
 
-// errSequencerBusy: another sequencer holds the change_numbering row.
+// errSequencerBusy: another sequencer holds the lock.
 var errSequencerBusy = errors.New("another sequencer is at work")
+
+// errPageCut: a run numbered nothing of a full page, cut inside a
+// transaction that began at its start.
+var errPageCut = errors.New("the page of changes ends inside its first transaction")
 
 // unsequenced is a change row waiting for its position: its key, its
 // transaction's tag and when that transaction began (the row's at), its
@@ -158,9 +176,10 @@ type unsequenced struct {
 // A watermark is what the sequencer of one PostgreSQL knows of the change
 // rows without pending rows: the rows with ids above scanned are yet to be
 // read; of the ids up to it, those in gaps were not visible when read (or
-// were rows left for a later run), each with gapXmax, the xmax of the
-// snapshot of the run that put it there; every other id up to scanned is
-// numbered, or never held such a row.
+// were rows left for a later run), each with gapXmax, the bound of the run
+// that put it there (a transaction id above that of every transaction
+// that could hold it); every other id up to scanned is numbered, or never
+// held such a row.
 type watermark struct {
 	scanned       int64
 	gaps, gapXmax []int64
@@ -168,15 +187,16 @@ type watermark struct {
 
 // A scan is what a run read: direct, the rows of sqlScanChanges in id
 // order (those above scanned cut at the limit when full; foreign ones,
-// with pending rows, have direct false), with its snapshot's xmin and
-// xmax; pending, the rows of change_pending in id order, read up to
-// pendingEnd when that page was cut at the limit (0: not cut).
+// with pending rows, have direct false), with its snapshot's xmin and its
+// bound, the run's transaction id, taken after the snapshot; pending, the
+// rows of change_pending in id order, read up to pendingEnd when that page
+// was cut at the limit (0: not cut).
 type scan struct {
-	direct     []unsequenced
-	full       bool
-	xmin, xmax int64
-	pending    []unsequenced
-	pendingEnd int64
+	direct      []unsequenced
+	full        bool
+	xmin, bound int64
+	pending     []unsequenced
+	pendingEnd  int64
 }
 
 // plan returns what a run numbers of what it read, in id order, and the
@@ -269,7 +289,7 @@ func (w watermark) plan(sc scan) (take []unsequenced, next watermark) {
 	}
 	for id := w.scanned + 1; id <= next.scanned; id++ {
 		if !found[id] {
-			keep(id, sc.xmax)
+			keep(id, sc.bound)
 		}
 	}
 	return take, next
@@ -291,13 +311,22 @@ func (s *Store) sequenceOnce(ctx context.Context, wait bool) (int, bool, error) 
 		return 0, false, classify(fmt.Errorf("sequence changes: %w", err))
 	}
 	defer conn.Release()
-	r, err := s.sequenceOn(ctx, conn.Conn(), wait)
-	if conn.Conn().PgConn().TxStatus() != 'I' {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		if _, rerr := conn.Exec(rctx, "ROLLBACK"); rerr != nil {
-			_ = conn.Conn().Close(rctx)
+	var r sequenced
+	for limit := sequenceChunk; ; limit *= 2 {
+		r, err = s.sequenceOn(ctx, conn.Conn(), wait, limit)
+		if conn.Conn().PgConn().TxStatus() != 'I' {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			if _, rerr := conn.Exec(rctx, "ROLLBACK"); rerr != nil {
+				_ = conn.Conn().Close(rctx)
+			}
+			cancel()
 		}
-		cancel()
+		// A page cut inside a transaction that began at its start: read
+		// more, in a run of its own (its scan must come before its
+		// transaction id).
+		if !errors.Is(err, errPageCut) {
+			break
+		}
 	}
 	if err != nil {
 		if errors.Is(err, errSequencerBusy) {
@@ -330,9 +359,9 @@ type sequenced struct {
 	published     bool
 }
 
-// sequenceOn runs sequenceOnce's transaction on conn, leaving it open when
-// it fails.
-func (s *Store) sequenceOn(ctx context.Context, conn *pgx.Conn, wait bool) (sequenced, error) {
+// sequenceOn runs sequenceOnce's transaction on conn, reading up to limit
+// rows of each kind, leaving it open when it fails.
+func (s *Store) sequenceOn(ctx context.Context, conn *pgx.Conn, wait bool, limit int) (sequenced, error) {
 	var r sequenced
 	distributed := s.distributed.Load()
 	lock := sqlLockFeed
@@ -340,37 +369,66 @@ func (s *Store) sequenceOn(ctx context.Context, conn *pgx.Conn, wait bool) (sequ
 		lock = sqlLockFeedWait
 	}
 	// On Citus every change row takes this way (changes_citus.go):
-	// every run adopts.
+	// every run adopts, before its scan of the pending rows. On one
+	// PostgreSQL in a transaction of its own, committed before the run's
+	// begins: the adoption writes, and a run must not have its
+	// transaction id before its scan's snapshot.
 	adopt := wait || distributed || s.feed.adoptDue()
 	b := &pgx.Batch{}
+	if adopt && !distributed {
+		b.Queue("BEGIN")
+		b.Queue(sqlAdoptChanges)
+		b.Queue("COMMIT")
+	}
 	b.Queue("BEGIN")
 	// The scan's estimates grow with changes, which it reads a few rows
 	// of by the primary key: past jit_above_cost PostgreSQL compiled it
 	// on every run, seconds of CPU each (pgtables-bench, 50k changes).
 	b.Queue(sqlNoJIT)
 	b.Queue(lock)
-	if adopt {
+	b.Queue(sqlFeedNumbering)
+	if adopt && distributed {
 		b.Queue(sqlAdoptChanges)
 	}
-	queueScan(b, sequenceChunk, distributed)
+	queueScan(b, limit, distributed)
+	if !distributed {
+		b.Queue(sqlRunXid)
+	}
 	br := conn.SendBatch(ctx, b)
 	var w watermark
-	_, err := br.Exec()
+	var sc scan
+	var locked bool
+	var err error
+	if adopt && !distributed {
+		for range 3 {
+			if err == nil {
+				_, err = br.Exec()
+			}
+		}
+	}
 	if err == nil {
 		_, err = br.Exec()
 	}
 	if err == nil {
-		err = br.QueryRow().Scan(&r.last, &r.visible, &w.scanned, &w.gaps, &w.gapXmax)
-		if errors.Is(err, pgx.ErrNoRows) {
+		_, err = br.Exec()
+	}
+	if err == nil {
+		err = br.QueryRow().Scan(&locked)
+		if err == nil && !locked {
 			err = errSequencerBusy
 		}
 	}
-	if err == nil && adopt {
+	if err == nil {
+		err = br.QueryRow().Scan(&r.last, &r.visible, &w.scanned, &w.gaps, &w.gapXmax)
+	}
+	if err == nil && adopt && distributed {
 		_, err = br.Exec()
 	}
-	var sc scan
 	if err == nil {
-		sc, err = readScan(br, w, sequenceChunk, distributed)
+		sc, err = readScan(br, w, limit, distributed)
+	}
+	if err == nil && !distributed {
+		err = br.QueryRow().Scan(&sc.bound)
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
@@ -378,34 +436,17 @@ func (s *Store) sequenceOn(ctx context.Context, conn *pgx.Conn, wait bool) (sequ
 	if err != nil {
 		return r, err
 	}
-	var take []unsequenced
-	var next watermark
-	for limit := sequenceChunk; ; limit *= 2 {
-		if limit > sequenceChunk {
-			b := &pgx.Batch{}
-			queueScan(b, limit, distributed)
-			br := conn.SendBatch(ctx, b)
-			sc, err = readScan(br, w, limit, distributed)
-			if cerr := br.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				return r, err
-			}
-		}
-		if len(sc.pending) == limit {
-			if err := extendPending(ctx, conn, &sc, distributed); err != nil {
-				return r, err
-			}
-		}
-		take, next = w.plan(sc)
-		r.more = sc.full || len(sc.pending) >= limit
-		// A page cut inside a transaction that began at its start:
-		// read more.
-		if len(take) > 0 || !r.more {
-			break
+	if len(sc.pending) == limit {
+		if err := extendPending(ctx, conn, &sc, distributed); err != nil {
+			return r, err
 		}
 	}
+	take, next := w.plan(sc)
+	cut := sc.full || len(sc.pending) >= limit
+	if cut && len(take) == 0 {
+		return r, errPageCut
+	}
+	r.more = cut
 	b = &pgx.Batch{}
 	direct, pending := numberChanges(take, r.last)
 	if p := pending; len(p.ids) > 0 {
@@ -463,7 +504,7 @@ func readScan(br pgx.BatchResults, w watermark, limit int, distributed bool) (sc
 		last                   *bool
 		above                  int
 	)
-	_, err = pgx.ForEachRow(rows, []any{&sc.xmin, &sc.xmax, &pending, &id, &dkey, &tableID, &tag, &at, &last}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&sc.xmin, &pending, &id, &dkey, &tableID, &tag, &at, &last}, func() error {
 		if id == nil {
 			return nil // none: the snapshot alone
 		}
