@@ -3,9 +3,13 @@ package migrations
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
+	"time"
 
+	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // distributeSQL distributes the schema on Citus (citus/distribute.sql).
@@ -35,15 +39,34 @@ func distribute(ctx context.Context, cfg *pgx.ConnConfig) error {
 	if !citus {
 		return nil
 	}
-	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(distributeLock)); err != nil {
+	// Citus cancels a transaction of a distributed deadlock, which its
+	// DDL can form with other sessions' statements on the cluster
+	// (seen with parallel tests, each in a schema of its own): the
+	// transaction rolled back whole, and runs again.
+	for attempt := 1; ; attempt++ {
+		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(distributeLock)); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, distributeSQL)
 			return err
+		})
+		var pgErr *pgconn.PgError
+		if err == nil || attempt == distributeAttempts || !errors.As(err, &pgErr) || pgErr.Code != pgerrcode.DeadlockDetected {
+			break
 		}
-		_, err := tx.Exec(ctx, distributeSQL)
-		return err
-	})
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("distribute: %w", ctx.Err())
+		case <-time.After(time.Duration(attempt) * 100 * time.Millisecond):
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("distribute: %w", err)
 	}
 	return nil
 }
+
+// distributeAttempts bounds the runs of distributeSQL that deadlocks
+// cancel.
+const distributeAttempts = 5
