@@ -145,24 +145,73 @@ func (s *Store) acrossNodes(ctx context.Context, account, table string, q Entity
 	}
 	wg.Wait()
 	for i, a := range answers {
-		switch {
-		case tableGone(a.err):
-			s.tableIDs.forget(account, lt, id)
-			return nil, false, nil
-		case shardGone(a.err) || a.err == nil && !a.here:
-			rt.refresh()
-			return nil, false, nil
-		case a.err != nil && rt.failed(nodes[i], a.err):
-			return nil, false, nil
-		case a.err != nil:
-			// A node's rows alone are no prefix of the page.
-			return &EntityPage{}, true, classify(fmt.Errorf("query entities: %w", a.err))
+		if ok, err := s.nodeAnswered(rt, nodes[i], a, account, lt, id); !ok || err != nil {
+			return &EntityPage{}, ok, err
 		}
 	}
 	if h := rt.acrossHook; h != nil {
 		h()
 	}
 	return mergeNodes(answers, q.Top), true, nil
+}
+
+// nodeAnswered tells what a node's answer to a page's statement on its
+// placements of table id means for the page: ok false when the table id
+// or the placements were stale or the node could not be reached (the
+// page then goes through Citus), and the page's error when the node
+// failed otherwise.
+func (s *Store) nodeAnswered(rt *router, n *node, a nodeAnswer, account, lt string, id int64) (ok bool, err error) {
+	switch {
+	case tableGone(a.err):
+		s.tableIDs.forget(account, lt, id)
+		return false, nil
+	case shardGone(a.err) || a.err == nil && !a.here:
+		rt.refresh()
+		return false, nil
+	case a.err != nil && rt.failed(n, a.err):
+		return false, nil
+	case a.err != nil:
+		// A node's rows alone are no prefix of the page.
+		return true, classify(fmt.Errorf("query entities: %w", a.err))
+	}
+	return true, nil
+}
+
+// partitionOnNode runs a page of one partition (the filter pins pk) on
+// its shard's placement, one statement on the shard's node, as a node's
+// statement of a page across partitions but on that shard alone. Through
+// Citus, even on the partition's node, the page's statement joins the
+// reference table tables, which Citus plans in full on every call, and
+// Citus copies the page's rows once more before they are sent (a
+// partition scan of 1,000 entities). ok is false when it did not apply or
+// found its placement or table id stale: the caller then goes through
+// Citus.
+func (s *Store) partitionOnNode(ctx context.Context, account, table, pk string, q EntityQuery) (page *EntityPage, ok bool, err error) {
+	rt := s.router.Load()
+	if rt == nil {
+		return nil, false, nil
+	}
+	lt := tableKey(table)
+	n, sr, _ := rt.placeRange(distributionKey(account, lt, pk))
+	if n == nil || sr.direct == nil {
+		return nil, false, nil
+	}
+	id, err := s.liveTableID(ctx, account, lt)
+	if err != nil {
+		return nil, false, nil // through Citus, which tells a missing table
+	}
+	rest, args, err := acrossWhere(id, q)
+	if err != nil {
+		return &EntityPage{}, true, err
+	}
+	a := readNode(ctx, n, acrossNodesSQL([]*directRead{sr.direct}, rest, q.Top), args)
+	if ok, err := s.nodeAnswered(rt, n, a, account, lt, id); !ok || err != nil {
+		return &EntityPage{}, ok, err
+	}
+	if h := rt.acrossHook; h != nil {
+		h()
+	}
+	return mergeNodes([]nodeAnswer{a}, q.Top), true, nil
 }
 
 // readNode runs a node's statement of a page.

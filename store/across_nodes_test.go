@@ -144,3 +144,110 @@ func TestCitusFilterAcrossNodes(t *testing.T) {
 		t.Errorf("deleted table: %v, want ErrTableNotFound", err)
 	}
 }
+
+// On Citus a page of one partition is a statement on its shard's
+// placement, on the shard's node (partitionOnNode): the pages are those
+// that Citus gives for the same query, and a page goes through Citus when
+// the placement is stale or the cached table id is that of a table
+// deleted since.
+func TestCitusPartitionPageOnNode(t *testing.T) {
+	newCitusStore(t) // skips on PostgreSQL
+	dsn := migratedDB(t)
+	ctx := context.Background()
+	writer := newStoreOn(t, dsn, nil)
+	fill(t, writer, "t", []int{3, 40, 1, 25})
+	tracer := &statementTracer{}
+	reader := newStoreOn(t, dsn, tracer)
+	citus := unrouted(t, writer)
+	cases := []struct {
+		filter string
+		top    int
+		rng    KeyRange
+	}{
+		{filter: "PartitionKey eq 'p01'", top: 1000},
+		{filter: "PartitionKey eq 'p01'", top: 7},
+		{filter: "PartitionKey eq 'p03' and RowKey ge 'r010'", top: 4},
+		{filter: "PartitionKey eq 'p01' and N gt 20", top: 3},
+		{filter: "PartitionKey eq 'p02'", top: 1},
+		{filter: "PartitionKey eq 'p09'", top: 5},
+		{filter: "PartitionKey eq 'p01'", top: 6, rng: KeyRange{Lower: &KeyBound{PK: "p01", RK: "r005", HasRK: true}, Upper: &KeyBound{PK: "p01", RK: "r020", HasRK: true}}},
+	}
+	for _, tc := range cases {
+		q := EntityQuery{Top: tc.top, Range: tc.rng, Filter: mustParse(t, tc.filter)}
+		want := pagesOf(t, citus, "t", q)
+		tracer.other.Store(0)
+		tracer.nodes.Store(0)
+		got := pagesOf(t, reader, "t", q)
+		if got != want {
+			t.Errorf("%s, top %d: pages on the node\n%s\nthrough Citus\n%s", tc.filter, tc.top, got, want)
+		}
+		pages := int64(strings.Count(got, "|") + 1)
+		if n, m := tracer.other.Load(), tracer.nodes.Load(); n != 0 || m != pages {
+			t.Errorf("%s, top %d: %d pages ran %d statements through Citus and %d on the node, want 0 and %d", tc.filter, tc.top, pages, n, m, pages)
+		}
+	}
+
+	// A stale placement: the page goes through Citus, and is right.
+	q := EntityQuery{Filter: mustParse(t, "PartitionKey eq 'p01'"), Top: 15}
+	want := pagesOf(t, citus, "t", q)
+	rt := reader.router.Load()
+	cur := rt.cur.Load()
+	_, sr, ok := rt.placeRange(distributionKey(acct, "t", "p01"))
+	if !ok || sr.direct == nil {
+		t.Fatal("the partition's shard has no placement read directly")
+	}
+	moved := sr.direct
+	for _, tc := range []struct {
+		name   string
+		direct *directRead
+	}{
+		{"the shard no longer the node's", newDirectRead(moved.id+1_000_000, moved.shard, moved.tables)},
+		{"the placement's table gone", newDirectRead(moved.id, moved.shard+"_gone", moved.tables)},
+	} {
+		for rt.loading.Load() {
+			time.Sleep(10 * time.Millisecond) // the last case's reload
+		}
+		p := *cur
+		p.ranges = append([]shardRange(nil), cur.ranges...)
+		for i := range p.ranges {
+			if p.ranges[i].direct == moved {
+				p.ranges[i].direct = tc.direct
+			}
+		}
+		p.loaded = time.Now().Add(time.Hour) // no reload meanwhile
+		rt.cur.Store(&p)
+		tracer.other.Store(0)
+		if got := pagesOf(t, reader, "t", q); got != want {
+			t.Errorf("%s: pages\n%s\nwant\n%s", tc.name, got, want)
+		}
+		if tracer.other.Load() == 0 {
+			t.Errorf("%s: no page went through Citus", tc.name)
+		}
+	}
+	for rt.loading.Load() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	rt.cur.Store(cur)
+
+	// The table deleted and created again under the same name: the cached
+	// id is the old table's, whose rows are still there.
+	if got := pagesOf(t, reader, "t", q); got != want {
+		t.Fatalf("pages\n%s\nwant\n%s", got, want)
+	}
+	if err := writer.DeleteTable(ctx, acct, "t"); err != nil {
+		t.Fatal(err)
+	}
+	fill(t, writer, "t", []int{0, 2})
+	want = "p01/r000 p01/r001"
+	for i := range 2 {
+		if got := pagesOf(t, reader, "t", q); got != want {
+			t.Errorf("read %d of the table created again: pages\n%s\nwant\n%s", i, got, want)
+		}
+	}
+	if err := writer.DeleteTable(ctx, acct, "t"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reader.QueryEntities(ctx, acct, "t", q); err != ErrTableNotFound {
+		t.Errorf("deleted table: %v, want ErrTableNotFound", err)
+	}
+}
