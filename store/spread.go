@@ -22,7 +22,7 @@ func (s *Store) pageOf(ctx context.Context, account, table string, q EntityQuery
 			return nil, err
 		}
 		if pk, ok := filter.Partition(q.Filter, "PartitionKey"); ok && distributed {
-			if page, ok, err := s.partitionOnNode(ctx, account, table, pk, q); ok {
+			if page, ok, err := s.partitionOnNode(ctx, account, table, pk, q, pageStatement{}); ok {
 				return page, err
 			}
 			var page *EntityPage
