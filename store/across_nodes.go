@@ -163,6 +163,13 @@ func (s *Store) acrossNodesOf(ctx context.Context, account, table string, q Enti
 	if nodes == nil {
 		return nil, false, nil
 	}
+	return s.readNodes(ctx, rt, account, table, q, st, bytes, nodes, shards)
+}
+
+// readNodes runs statement st of a page of q on the shards' placements,
+// shards[i] on nodes[i], in parallel, and merges their rows after bytes of
+// the page's properties; ok as acrossNodes says.
+func (s *Store) readNodes(ctx context.Context, rt *router, account, table string, q EntityQuery, st pageStatement, bytes int, nodes []*node, shards [][]*directRead) (page *EntityPage, ok bool, err error) {
 	lt := tableKey(table)
 	id, err := s.liveTableID(ctx, account, lt)
 	if err != nil {
@@ -229,27 +236,11 @@ func (s *Store) partitionOnNode(ctx context.Context, account, table, pk string, 
 	if rt == nil {
 		return nil, false, nil
 	}
-	lt := tableKey(table)
-	n, sr, _ := rt.placeRange(distributionKey(account, lt, pk))
+	n, sr, _ := rt.placeRange(distributionKey(account, tableKey(table), pk))
 	if n == nil || sr.direct == nil {
 		return nil, false, nil
 	}
-	id, err := s.liveTableID(ctx, account, lt)
-	if err != nil {
-		return nil, false, nil // through Citus, which tells a missing table
-	}
-	rest, args, err := acrossWhereOf(id, q, st)
-	if err != nil {
-		return &EntityPage{}, true, err
-	}
-	a := readNode(ctx, n, acrossNodesSQL([]*directRead{sr.direct}, rest, q.Top), args)
-	if ok, err := s.nodeAnswered(rt, n, a, account, lt, id); !ok || err != nil {
-		return &EntityPage{}, ok, err
-	}
-	if h := rt.acrossHook; h != nil {
-		h()
-	}
-	return mergeNodes([]nodeAnswer{a}, q.Top, 0), true, nil
+	return s.readNodes(ctx, rt, account, table, q, st, 0, []*node{n}, [][]*directRead{{sr.direct}})
 }
 
 // readNode runs a node's statement of a page.
