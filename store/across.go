@@ -105,15 +105,30 @@ func acrossSQL(tableID int64, q EntityQuery) (string, []any, error) {
 // acrossWhere is what follows sqlAcrossPage in acrossSQL's statement: the
 // conditions after the table's, the order and the limit.
 func acrossWhere(tableID int64, q EntityQuery) (string, []any, error) {
+	return acrossWhereOf(tableID, q, pageStatement{})
+}
+
+// acrossWhereOf is acrossWhere for one statement of a page that starts
+// after every key of st.afterPK instead of at q's continuation, when that
+// is set, and reads partition st.pin alone, when that is (the key as a
+// continuation gives it: stored).
+func acrossWhereOf(tableID int64, q EntityQuery, st pageStatement) (string, []any, error) {
 	sql := ""
 	args := []any{tableID}
 	switch {
+	case st.hasAfterPK:
+		sql += ` AND e.pk > $2`
+		args = append(args, st.afterPK)
 	case q.HasFromPK && q.HasFromRK:
 		sql += ` AND (e.pk, e.rk) >= ($2, $3)`
 		args = append(args, q.FromPK, q.FromRK)
 	case q.HasFromPK:
 		sql += ` AND e.pk >= $2`
 		args = append(args, q.FromPK)
+	}
+	if st.hasPin {
+		args = append(args, st.pin)
+		sql += ` AND e.pk = $` + strconv.Itoa(len(args))
 	}
 	sql, args = q.Range.appendSQL(sql, args)
 	if q.Filter != nil { // none: a page of the whole table (acrossNodes)

@@ -117,6 +117,44 @@ type nodeAnswer struct {
 // (see above). ok is false when it did not apply or found its placements
 // or table id stale: the caller then goes through Citus.
 func (s *Store) acrossNodes(ctx context.Context, account, table string, q EntityQuery) (page *EntityPage, ok bool, err error) {
+	if q.Filter == nil && q.HasFromPK && strings.IndexByte(q.FromPK, 0) < 0 && strings.IndexByte(q.FromPK, 1) < 0 {
+		return s.scanFromPartition(ctx, account, table, q)
+	}
+	return s.acrossNodesOf(ctx, account, table, q, pageStatement{}, 0)
+}
+
+// scanFromPartition runs a continued page of a scan of the table on the
+// nodes in two steps, as spreadPage does through Citus: the rest of the
+// continuation's partition on its shard's placement (partitionOnNode),
+// then, when the page is not full, the partitions after it on every node.
+// Each node's statement reads up to a page of rows, of which the merge
+// keeps about half; a scan of large partitions mostly ends in the first
+// step, on one node. The keys of q.FromPK's partition, as a continuation
+// gives them, are stored keys: one that the stored form maps (it holds
+// U+0001) may not be its partition's key, and takes one step instead.
+func (s *Store) scanFromPartition(ctx context.Context, account, table string, q EntityQuery) (page *EntityPage, ok bool, err error) {
+	head, ok, err := s.partitionOnNode(ctx, account, table, q.FromPK, q, pageStatement{pin: q.FromPK, hasPin: true})
+	if !ok || err != nil || head.More {
+		return head, ok, err
+	}
+	rest := q
+	rest.Top = q.Top - len(head.Entities)
+	bytes := 0
+	for _, e := range head.Entities {
+		bytes += len(e.Stored)
+	}
+	tail, ok, err := s.acrossNodesOf(ctx, account, table, rest, pageStatement{afterPK: q.FromPK, hasAfterPK: true}, bytes)
+	if !ok || err != nil {
+		return tail, ok, err
+	}
+	head.Entities = append(head.Entities, tail.Entities...)
+	head.More, head.NextPK, head.NextRK = tail.More, tail.NextPK, tail.NextRK
+	return head, true, nil
+}
+
+// acrossNodesOf is acrossNodes for one statement st of a page (see
+// acrossWhereOf), after bytes of the page's properties.
+func (s *Store) acrossNodesOf(ctx context.Context, account, table string, q EntityQuery, st pageStatement, bytes int) (page *EntityPage, ok bool, err error) {
 	rt := s.router.Load()
 	if rt == nil {
 		return nil, false, nil
@@ -125,12 +163,19 @@ func (s *Store) acrossNodes(ctx context.Context, account, table string, q Entity
 	if nodes == nil {
 		return nil, false, nil
 	}
+	return s.readNodes(ctx, rt, account, table, q, st, bytes, nodes, shards)
+}
+
+// readNodes runs statement st of a page of q on the shards' placements,
+// shards[i] on nodes[i], in parallel, and merges their rows after bytes of
+// the page's properties; ok as acrossNodes says.
+func (s *Store) readNodes(ctx context.Context, rt *router, account, table string, q EntityQuery, st pageStatement, bytes int, nodes []*node, shards [][]*directRead) (page *EntityPage, ok bool, err error) {
 	lt := tableKey(table)
 	id, err := s.liveTableID(ctx, account, lt)
 	if err != nil {
 		return nil, false, nil // through Citus, which tells a missing table
 	}
-	rest, args, err := acrossWhere(id, q)
+	rest, args, err := acrossWhereOf(id, q, st)
 	if err != nil {
 		return &EntityPage{}, true, err
 	}
@@ -145,24 +190,57 @@ func (s *Store) acrossNodes(ctx context.Context, account, table string, q Entity
 	}
 	wg.Wait()
 	for i, a := range answers {
-		switch {
-		case tableGone(a.err):
-			s.tableIDs.forget(account, lt, id)
-			return nil, false, nil
-		case shardGone(a.err) || a.err == nil && !a.here:
-			rt.refresh()
-			return nil, false, nil
-		case a.err != nil && rt.failed(nodes[i], a.err):
-			return nil, false, nil
-		case a.err != nil:
-			// A node's rows alone are no prefix of the page.
-			return &EntityPage{}, true, classify(fmt.Errorf("query entities: %w", a.err))
+		if ok, err := s.nodeAnswered(rt, nodes[i], a, account, lt, id); !ok || err != nil {
+			return &EntityPage{}, ok, err
 		}
 	}
 	if h := rt.acrossHook; h != nil {
 		h()
 	}
-	return mergeNodes(answers, q.Top), true, nil
+	return mergeNodes(answers, q.Top, bytes), true, nil
+}
+
+// nodeAnswered tells what a node's answer to a page's statement on its
+// placements of table id means for the page: ok false when the table id
+// or the placements were stale or the node could not be reached (the
+// page then goes through Citus), and the page's error when the node
+// failed otherwise.
+func (s *Store) nodeAnswered(rt *router, n *node, a nodeAnswer, account, lt string, id int64) (ok bool, err error) {
+	switch {
+	case tableGone(a.err):
+		s.tableIDs.forget(account, lt, id)
+		return false, nil
+	case shardGone(a.err) || a.err == nil && !a.here:
+		rt.refresh()
+		return false, nil
+	case a.err != nil && rt.failed(n, a.err):
+		return false, nil
+	case a.err != nil:
+		// A node's rows alone are no prefix of the page.
+		return true, classify(fmt.Errorf("query entities: %w", a.err))
+	}
+	return true, nil
+}
+
+// partitionOnNode runs a page of one partition (the filter pins pk) on
+// its shard's placement, one statement on the shard's node, as a node's
+// statement of a page across partitions but on that shard alone. Through
+// Citus, even on the partition's node, the page's statement joins the
+// reference table tables, which Citus plans in full on every call, and
+// Citus copies the page's rows once more before they are sent (a
+// partition scan of 1,000 entities). ok is false when it did not apply or
+// found its placement or table id stale: the caller then goes through
+// Citus.
+func (s *Store) partitionOnNode(ctx context.Context, account, table, pk string, q EntityQuery, st pageStatement) (page *EntityPage, ok bool, err error) {
+	rt := s.router.Load()
+	if rt == nil {
+		return nil, false, nil
+	}
+	n, sr, _ := rt.placeRange(distributionKey(account, tableKey(table), pk))
+	if n == nil || sr.direct == nil {
+		return nil, false, nil
+	}
+	return s.readNodes(ctx, rt, account, table, q, st, 0, []*node{n}, [][]*directRead{{sr.direct}})
 }
 
 // readNode runs a node's statement of a page.
@@ -190,10 +268,11 @@ func readNode(ctx context.Context, n *node, sql string, args []any) (a nodeAnswe
 
 // mergeNodes merges the nodes' rows, each node's in key order, into a
 // page of top entities: each node sent its first top+1 matches, so the
-// first top+1 of all are among them.
-func mergeNodes(answers []nodeAnswer, top int) *EntityPage {
+// first top+1 of all are among them. bytes of properties are on the page
+// already (see pageFill).
+func mergeNodes(answers []nodeAnswer, top, bytes int) *EntityPage {
 	page := &EntityPage{Entities: make([]odata.Entity, 0, min(top, 64))}
-	fill := pageFill{page: page, top: top}
+	fill := pageFill{page: page, top: top, bytes: bytes}
 	next := make([]int, len(answers))
 	for !page.More {
 		best := -1

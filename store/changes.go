@@ -64,8 +64,19 @@ func (e *CursorExpiredError) Unwrap() error { return ErrCursorExpired }
 
 // feedOn reports whether the account's writes record changes.
 func (s *Store) feedOn(account string) bool {
+	return s.ChangeFeedAnywhere() && !s.feedOff[account]
+}
+
+// ChangeFeedAnywhere reports whether the feed may be on for some account,
+// so that the sequencer (RunChangeFeed) has work; known once the schema is
+// migrated. When it is off everywhere, as on Citus by default, the server
+// does not run the sequencer: on Citus its once-a-second look for changes
+// is a statement on every shard of two tables, through the coordinator,
+// which opens connections to the workers for it, and it cost the three
+// nodes about 40 ms of CPU a second with no change to find.
+func (s *Store) ChangeFeedAnywhere() bool {
 	c := s.opts.ChangeFeed
-	return !c.Off && !(c.OffOnCitus && s.distributed.Load()) && !s.feedOff[account]
+	return !c.Off && !(c.OffOnCitus && s.distributed.Load())
 }
 
 // ChangeFeedOn reports whether the account's change feed is on.

@@ -22,6 +22,9 @@ func (s *Store) pageOf(ctx context.Context, account, table string, q EntityQuery
 			return nil, err
 		}
 		if pk, ok := filter.Partition(q.Filter, "PartitionKey"); ok && distributed {
+			if page, ok, err := s.partitionOnNode(ctx, account, table, pk, q, pageStatement{}); ok {
+				return page, err
+			}
 			var page *EntityPage
 			err := s.routed(account, tableKey(table), pk, func(_, _ *combiner, pool *pgxpool.Pool) (err error) {
 				// Not counted: the coordinator reads no rows of a shard

@@ -255,10 +255,13 @@ func serve(ctx context.Context, cfg *config, log *slog.Logger, accessJSON io.Wri
 		migrated.Store(true)
 		srv.StartServing()
 		log.Info("database migrated, serving", "distributed", st.Distributed())
-		// The change feed's sequencer runs beside the purge; it ends
-		// with bg, and so do the feed's long-polls and streams.
+		// The change feed's sequencer runs beside the purge, unless the
+		// feed is off for every account; it ends with bg, and so do the
+		// feed's long-polls and streams.
 		var feed sync.WaitGroup
-		feed.Go(func() { st.RunChangeFeed(bg, store.ChangeFeedTiming{}, log) })
+		if st.ChangeFeedAnywhere() {
+			feed.Go(func() { st.RunChangeFeed(bg, store.ChangeFeedTiming{}, log) })
+		}
 		st.Purge(bg, purgeConfig(cfg), log)
 		feed.Wait()
 	})
