@@ -107,12 +107,15 @@ LEFT JOIN LATERAL (
 	sqlAnyUnsequencedCitus = `
 SELECT (SELECT id FROM change_pending ORDER BY id LIMIT 1) IS NOT NULL
     OR EXISTS (SELECT 1 FROM changes WHERE pos IS NULL AND tag IS NOT NULL AND last IS NULL)`
-	// The first id above the watermark by the primary key's order: EXISTS
-	// is planned as a scan of the heap, which holds those rows at its end.
+	// The first id above the watermark, and the first in its gaps, by
+	// the primary key's order: EXISTS is planned as a scan of the heap,
+	// which holds those rows at its end, and the gaps' EXISTS, planned
+	// while changes was empty (the cached plan of a new database), read
+	// all of it on every poll until an ANALYZE.
 	sqlAnyUnsequenced = `
 SELECT (SELECT id FROM change_pending ORDER BY id LIMIT 1) IS NOT NULL
     OR (SELECT id FROM changes WHERE id > (SELECT scanned FROM change_numbering) ORDER BY id LIMIT 1) IS NOT NULL
-    OR EXISTS (SELECT 1 FROM changes WHERE id = ANY((SELECT gaps FROM change_numbering)::bigint[]))
+    OR (SELECT id FROM changes WHERE id = ANY((SELECT gaps FROM change_numbering)::bigint[]) ORDER BY id LIMIT 1) IS NOT NULL
     OR EXISTS (SELECT 1 FROM changes WHERE pos IS NULL AND tag IS NOT NULL AND last IS NULL)`
 
 	// Only the rows whose pending row it deletes get a position: the
