@@ -1,3 +1,12 @@
+-- The statistics of changes, as before (see the up migration).
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') THEN
+        ALTER TABLE changes ALTER COLUMN props SET STATISTICS -1,
+            ALTER COLUMN pk SET STATISTICS -1, ALTER COLUMN rk SET STATISTICS -1;
+    END IF;
+END
+$$;
 -- Back to 0007: the unnumbered change rows of 0008's form get a pending
 -- row, and every row of that form loses its tag, which 0007's sequencer
 -- would take for an older release's row to adopt.

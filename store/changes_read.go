@@ -24,10 +24,15 @@ FROM change_positions p JOIN changes c ON c.dkey = p.dkey AND c.id = p.id
 WHERE p.table_id = $1 AND p.pos > $2 AND p.pos <= $3
 ORDER BY p.pos LIMIT $4`
 
+	// The last expired position among the next $4 after $1. The
+	// condition on at outside the LIMIT: inside, a purge that has caught
+	// up (no expired row left) read every retained position to find
+	// none, once a minute, planned as a scan of the whole table.
 	sqlExpiredEnd = `
 SELECT max(pos) FROM (
-  SELECT pos FROM change_positions WHERE pos > $1 AND pos <= $2 AND at < now() - make_interval(secs => $3)
-  ORDER BY pos LIMIT $4) s`
+  SELECT pos, at FROM change_positions WHERE pos > $1 AND pos <= $2
+  ORDER BY pos LIMIT $4) s
+WHERE at < now() - make_interval(secs => $3)`
 	// By the ids, through the primary key: a join would be planned as
 	// a hash join over all of changes.
 	sqlPurgeChanges = `

@@ -69,7 +69,9 @@ const (
 	sqlFeedNumbering = `SELECT last, visible, scanned, gaps, gap_xmax FROM change_numbering`
 	// The run's transaction id, taken after its scan (see Finding).
 	sqlRunXid = `SELECT pg_current_xact_id()::text::bigint WHERE ` + feedLocked
-	sqlNoJIT  = `SET LOCAL jit = off`
+	// The settings of a run's transaction (see sequenceOn): no JIT, and
+	// no sequential scan.
+	sqlRunSettings = `SELECT set_config('jit', 'off', true), set_config('enable_seqscan', 'off', true)`
 
 	// Change rows of 0006's form, as Citus writes them
 	// (changes_citus.go), have a tag and no pending row: they get one,
@@ -107,12 +109,15 @@ LEFT JOIN LATERAL (
 	sqlAnyUnsequencedCitus = `
 SELECT (SELECT id FROM change_pending ORDER BY id LIMIT 1) IS NOT NULL
     OR EXISTS (SELECT 1 FROM changes WHERE pos IS NULL AND tag IS NOT NULL AND last IS NULL)`
-	// The first id above the watermark by the primary key's order: EXISTS
-	// is planned as a scan of the heap, which holds those rows at its end.
+	// The first id above the watermark, and the first in its gaps, by
+	// the primary key's order: EXISTS is planned as a scan of the heap,
+	// which holds those rows at its end, and the gaps' EXISTS, planned
+	// while changes was empty (the cached plan of a new database), read
+	// all of it on every poll until an ANALYZE.
 	sqlAnyUnsequenced = `
 SELECT (SELECT id FROM change_pending ORDER BY id LIMIT 1) IS NOT NULL
     OR (SELECT id FROM changes WHERE id > (SELECT scanned FROM change_numbering) ORDER BY id LIMIT 1) IS NOT NULL
-    OR EXISTS (SELECT 1 FROM changes WHERE id = ANY((SELECT gaps FROM change_numbering)::bigint[]))
+    OR (SELECT id FROM changes WHERE id = ANY((SELECT gaps FROM change_numbering)::bigint[]) ORDER BY id LIMIT 1) IS NOT NULL
     OR EXISTS (SELECT 1 FROM changes WHERE pos IS NULL AND tag IS NOT NULL AND last IS NULL)`
 
 	// Only the rows whose pending row it deletes get a position: the
@@ -384,7 +389,12 @@ func (s *Store) sequenceOn(ctx context.Context, conn *pgx.Conn, wait bool, limit
 	// The scan's estimates grow with changes, which it reads a few rows
 	// of by the primary key: past jit_above_cost PostgreSQL compiled it
 	// on every run, seconds of CPU each (pgtables-bench, 50k changes).
-	b.Queue(sqlNoJIT)
+	// And it does not know how few: estimating a third of changes above
+	// the watermark, fewer than its limit, it planned a sequential scan
+	// of all of them and a sort, on most runs while changes held some
+	// 10,000 to 30,000 rows (1,442 buffers a run over a bench's 945 runs,
+	// 10 with the index), as a bench's fresh database does.
+	b.Queue(sqlRunSettings)
 	b.Queue(lock)
 	b.Queue(sqlFeedNumbering)
 	if adopt && distributed {
