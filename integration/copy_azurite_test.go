@@ -34,9 +34,7 @@ func startAzurite(t *testing.T) (string, bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	npmCI(ctx, t, dir)
+	npmCI(t, dir)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -42,9 +42,9 @@ func runNode(t *testing.T, script string, env ...string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	npmCI(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	npmCI(ctx, t, dir)
 	cmd := exec.CommandContext(ctx, node, script)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
@@ -58,12 +58,16 @@ func runNode(t *testing.T, script string, env ...string) {
 // npmCI installs the packages of dir's package-lock.json under dir, unless
 // they are there. npm writes node_modules/.package-lock.json once an
 // install is complete; without it (never installed, or interrupted), or
-// when the lock file has changed since, it installs anew.
-func npmCI(ctx context.Context, t *testing.T, dir string) {
+// when the lock file has changed since, it installs anew. Within 15
+// minutes: Azurite's install from an empty cache outlasted 5 on a busy
+// machine.
+func npmCI(t *testing.T, dir string) {
 	t.Helper()
 	if installed(dir) {
 		return
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
 	npm, err := exec.LookPath("npm")
 	if err != nil {
 		t.Fatalf("node is installed but npm is not: cannot install %s", dir)
