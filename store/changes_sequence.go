@@ -395,6 +395,7 @@ func (s *Store) sequenceOn(ctx context.Context, conn *pgx.Conn, wait bool, limit
 	// 10,000 to 30,000 rows (1,442 buffers a run over a bench's 945 runs,
 	// 10 with the index), as a bench's fresh database does.
 	b.Queue(sqlRunSettings)
+	head := b.Len() // statements before the lock's, without results
 	b.Queue(lock)
 	b.Queue(sqlFeedNumbering)
 	if adopt && distributed {
@@ -409,18 +410,10 @@ func (s *Store) sequenceOn(ctx context.Context, conn *pgx.Conn, wait bool, limit
 	var sc scan
 	var locked bool
 	var err error
-	if adopt && !distributed {
-		for range 3 {
-			if err == nil {
-				_, err = br.Exec()
-			}
+	for range head {
+		if err == nil {
+			_, err = br.Exec()
 		}
-	}
-	if err == nil {
-		_, err = br.Exec()
-	}
-	if err == nil {
-		_, err = br.Exec()
 	}
 	if err == nil {
 		err = br.QueryRow().Scan(&locked)
