@@ -130,25 +130,41 @@ func testTableRecreated(t *testing.T, s, admin *Store) {
 			}
 		})
 	}
-	// At least 12 incarnations, more on a slow machine until the
-	// operations are enough to tell.
-	opsSoFar := func() int {
+	// At least 12 incarnations, more on a slow machine, each living
+	// longer, until enough operations ran wholly within one to tell (on a
+	// loaded machine an operation can outlast 100 ms).
+	withinSoFar := func() int {
 		mu.Lock()
 		defer mu.Unlock()
-		return len(ops)
+		n := 0
+		for _, o := range ops {
+			for _, l := range lives {
+				if o.start.After(l.created) && o.end.Before(l.deleting) {
+					n++
+					break
+				}
+			}
+		}
+		return n
 	}
-	for k := 0; k < 12 || k < 60 && opsSoFar() < 1500; k++ {
+	for k := 0; k < 12 || k < 60 && withinSoFar() < 150; k++ {
 		if err := admin.CreateTable(ctx, acct, "t"); err != nil {
 			t.Fatal(err)
 		}
 		l := life{created: time.Now()}
-		time.Sleep(100 * time.Millisecond)
+		if k < 12 {
+			time.Sleep(100 * time.Millisecond)
+		} else {
+			time.Sleep(500 * time.Millisecond)
+		}
 		l.deleting = time.Now()
 		if err := admin.DeleteTable(ctx, acct, "t"); err != nil {
 			t.Fatal(err)
 		}
 		l.deleted = time.Now()
+		mu.Lock()
 		lives = append(lives, l)
+		mu.Unlock()
 		// A moment without the table: writes meanwhile must fail.
 		time.Sleep(5 * time.Millisecond)
 	}
