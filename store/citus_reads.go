@@ -50,6 +50,7 @@ type directRead struct {
 	getMany string // keys as arrays: position, then get's columns
 	group   string // the merge group's prefix
 	merge   merger
+	writes  *directWrites // the single writes on the placement (citus_writes.go)
 }
 
 // newDirectRead is the directRead of shard id, named shard, on a node
@@ -76,7 +77,8 @@ SELECT k.i, g.live, ` + here + `, e.ts, e.xmin, e.props` + head + guard + `
 CROSS JOIN unnest((SELECT $2::bigint[]), (SELECT $3::text[]), (SELECT $4::text[])) WITH ORDINALITY AS k(dkey, pk, rk, i)
 LEFT JOIN LATERAL (SELECT ts, xmin, props FROM ` + shard + `
   WHERE table_id = $1 AND dkey = k.dkey AND pk = k.pk AND rk = k.rk OFFSET 0) e ON true`,
-		group: "d" + strconv.FormatInt(id, 10) + "\x00",
+		group:  "d" + strconv.FormatInt(id, 10) + "\x00",
+		writes: newDirectWrites(id, shard, tables),
 	}
 	d.merge = func(ops []*combined) (string, []any) {
 		dkeys := make([]int64, len(ops))

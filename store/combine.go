@@ -82,6 +82,29 @@ type guard struct {
 	key  string
 	sql  string
 	args []any
+	// check, when set, is a second statement without arguments, sent
+	// after sql: it runs in a snapshot taken after sql's locks are held
+	// (see citus_writes.go).
+	check string
+}
+
+// queue queues g's statements.
+func (g *guard) queue(b *pgx.Batch) {
+	b.Queue(g.sql, g.args...)
+	if g.check != "" {
+		b.Queue(g.check)
+	}
+}
+
+// answer reads the answers of g's statements from br: the first failure.
+func (g *guard) answer(br pgx.BatchResults) error {
+	_, err := br.Exec()
+	if g.check != "" {
+		if _, checkErr := br.Exec(); err == nil {
+			err = checkErr
+		}
+	}
+	return err
 }
 
 // A merger builds one statement that answers several QueryRow statements
@@ -263,10 +286,10 @@ func (c *combiner) sendAlone(ctx context.Context, op *combined) {
 	}
 	if op.guard != nil {
 		b := &pgx.Batch{}
-		b.Queue(op.guard.sql, op.guard.args...)
+		op.guard.queue(b)
 		b.Queue(op.sql, op.args...)
 		br := c.pool.SendBatch(ctx, b)
-		_, guardErr := br.Exec()
+		guardErr := op.guard.answer(br)
 		answer(br, op)
 		if err := br.Close(); err != nil && op.err == nil {
 			op.err = err
@@ -450,7 +473,7 @@ func (c *combiner) sendTxOnce(ctx context.Context, batch []*combined) error {
 func queueUnits(b *pgx.Batch, units [][]*combined) {
 	for i, u := range units {
 		if firstGuard(units, i) {
-			b.Queue(u[0].guard.sql, u[0].guard.args...)
+			u[0].guard.queue(b)
 		}
 		if len(u) > 1 {
 			sql, args := u[0].merge(u)
@@ -469,7 +492,7 @@ func answerUnit(br pgx.BatchResults, units [][]*combined, i int) error {
 	u := units[i]
 	var guardErr error
 	if firstGuard(units, i) {
-		_, guardErr = br.Exec()
+		guardErr = u[0].guard.answer(br)
 	}
 	if len(u) > 1 {
 		answerMerged(br, u)
