@@ -78,7 +78,7 @@ CROSS JOIN unnest((SELECT $2::bigint[]), (SELECT $3::text[]), (SELECT $4::text[]
 LEFT JOIN LATERAL (SELECT ts, xmin, props FROM ` + shard + `
   WHERE table_id = $1 AND dkey = k.dkey AND pk = k.pk AND rk = k.rk OFFSET 0) e ON true`,
 		group:  "d" + strconv.FormatInt(id, 10) + "\x00",
-		writes: newDirectWrites(id, shard, tables),
+		writes: newDirectWrites(id, tables),
 	}
 	d.merge = func(ops []*combined) (string, []any) {
 		dkeys := make([]int64, len(ops))

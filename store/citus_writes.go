@@ -28,40 +28,48 @@ import (
 // statement of its table's guard, then checks in a later statement, and
 // so in a snapshot taken with the lock held, that the placement still is
 // the node's. A write that committed before a move stopped the writes was
-// copied by the move's logical replication; one that comes after finds the
-// placement gone from the node's metadata, the check fails with
-// undefined_table, the implicit transaction with it, and the write goes
-// through Citus instead, as it does when the placement's table is gone or
-// the lock is refused (a user that does not own entities).
+// copied by the move (by its logical replication, or it waited for the
+// lock); one that comes after finds the placement gone from the node's
+// metadata, the check fails with undefined_table, the implicit
+// transaction with it, and the write goes through Citus instead, as it
+// does when the placement's table is gone or the lock is refused (a user
+// that does not own entities, a shard that a split removed). The direct writes of a table that share a
+// round trip to a node share these two statements, which lock and check
+// all their shards at once, in the order of their ids (the order in which
+// a move locks its shards): the writes of one shard rarely share a round
+// trip, and the two cost the node about as much as a write.
 
 // sqlShareLock is lock_shard_metadata's lock mode of a write: ShareLock.
 const sqlShareLock = "5"
 
-// directWrites holds a shard's statements of the direct writes (see
-// above).
+// sqlPlacementsHere fails with undefined_table unless every shard of $1
+// has its placement on this node: a name cast to regclass fails so when it
+// names no relation, and the CASE keeps it from being cast at plan time.
+const sqlPlacementsHere = `
+SELECT (CASE WHEN (SELECT count(*) FROM pg_dist_placement p JOIN pg_dist_local_group l ON l.groupid = p.groupid
+  WHERE p.shardid = ANY ($1::bigint[]) AND p.shardstate = 1) = cardinality($1::bigint[])
+  THEN NULL ELSE 'pgtables_placement_moved' END)::regclass`
+
+// directWrites holds the statements of the direct writes of one shard
+// (see above).
 type directWrites struct {
-	lockLive string   // lock the shard's metadata, and the table guard
-	check    string   // fails unless the placement is the node's
-	key      string   // the guard's key after the table id
+	id       int64
+	lockLive string   // lock the shards' metadata; the table guard
 	stmts    sync.Map // a write's statement through Citus -> on the placement
 }
 
-func newDirectWrites(id int64, shard, tables string) *directWrites {
-	sid := strconv.FormatInt(id, 10)
+func newDirectWrites(id int64, tables string) *directWrites {
 	return &directWrites{
-		key:      "/" + sid,
-		lockLive: `SELECT lock_shard_metadata(` + sqlShareLock + `, '{` + sid + `}'::bigint[]), 1 / count(*) FROM ` + tables + ` WHERE id = $1 AND deleted_at IS NULL`,
-		// A name cast to regclass fails with undefined_table when it names
-		// no relation; the CASE keeps it from being cast at plan time.
-		check: `SELECT (CASE WHEN EXISTS (SELECT 1 FROM pg_dist_placement p JOIN pg_dist_local_group l ON l.groupid = p.groupid
-  WHERE p.shardid = ` + sid + ` AND p.shardstate = 1) THEN NULL ELSE 'pgtables_placement_moved_` + sid + `' END)::regclass`,
+		id:       id,
+		lockLive: `SELECT lock_shard_metadata(` + sqlShareLock + `, $2::bigint[]), 1 / count(*) FROM ` + tables + ` WHERE id = $1 AND deleted_at IS NULL`,
 	}
 }
 
-// guard is the guard of a direct write of table id: the writes of one
-// round trip to the same shard and table share it.
+// guard is the guard of a direct write of table id. The direct writes of
+// one round trip to a node share it: it locks all their shards, in order,
+// then checks all their placements.
 func (d *directWrites) guard(id int64) *guard {
-	return &guard{key: strconv.FormatInt(id, 10) + d.key, sql: d.lockLive, args: []any{id}, check: d.check}
+	return &guard{key: strconv.FormatInt(id, 10) + "/direct", sql: d.lockLive, args: []any{id}, check: sqlPlacementsHere, shard: d.id}
 }
 
 // statement returns sql, a write of entities, as a write of the shard's
@@ -83,11 +91,17 @@ func (d *directWrites) statement(sql, shard string) string {
 }
 
 // directRefused reports the failure of a direct write that changed
-// nothing and may go through Citus: the placement is not the node's (or
-// its table is gone), or the lock was refused.
+// nothing and may go through Citus: its guard failed other than on its
+// table (the placement is not the node's, the lock was refused, its shard
+// is no longer in the node's metadata after a split), or the placement's
+// table is gone.
 func directRefused(err error) bool {
+	var guardErr *shardGuardError
+	if errors.As(err, &guardErr) {
+		return !tableGone(err) && !unavailable(err)
+	}
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && (pgErr.Code == pgerrcode.UndefinedTable || pgErr.Code == pgerrcode.InsufficientPrivilege)
+	return errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UndefinedTable
 }
 
 // writeGuarded runs a single write by table id, whose statement takes the
@@ -104,8 +118,8 @@ func (s *Store) writeGuarded(ctx context.Context, account, lt string, w *Write, 
 	var tag pgconn.CommandTag
 	err := s.withTableID(ctx, account, lt, n, func(_, writes *combiner, id int64) error {
 		args[0] = id
-		if d := sr.direct; d != nil && n != nil && writes == n.writes && w.change == nil {
-			op := &combined{key: key, sql: d.writes.statement(sql, d.shard), args: args, scan: dest, guard: d.writes.guard(id), done: make(chan struct{})}
+		if d := sr.direct; d != nil && n != nil && writes == n.writes {
+			op := &combined{key: key, sql: d.writes.statement(sql, d.shard), args: args, scan: dest, guard: d.writes.guard(id), change: w.change, done: make(chan struct{})}
 			err := writes.submit(ctx, op)
 			if !directRefused(err) {
 				tag = op.tag
