@@ -29,8 +29,9 @@ import (
 // no longer the node's there, and the read goes through Citus instead
 // (sqlGetByID, after the guard), as it does when the placement's table is
 // gone: a placement that Citus keeps for a while after a move, no longer
-// written to, is never read. Writes always go through Citus, whose locks
-// keep a shard's writes from being lost in a move.
+// written to, is never read. Single writes run on the placement too,
+// under the shard's metadata lock that keeps them from being lost in a
+// move (citus_writes.go).
 
 const (
 	// sqlGetByID is a point read by the table's id through Citus, after

@@ -39,6 +39,35 @@ func setDirect(s *Store, sr shardRange, direct *directRead) {
 	rt.cur.Store(&p)
 }
 
+// A shardCopy is a copy of a shard's placement on its node, made as
+// the shard is now, with the names a directRead needs.
+type shardCopy struct {
+	id                  int64
+	shard, tables, copy string
+}
+
+// copyShard copies the placement of the shard of table lt's partition pk
+// on its node n, as a table of the test's schema there (its indexes too,
+// for the upserts' ON CONFLICT).
+func copyShard(t *testing.T, s *Store, n *node, lt, pk string) shardCopy {
+	t.Helper()
+	ctx := context.Background()
+	var c shardCopy
+	err := s.pool.QueryRow(ctx, `
+SELECT s.shardid, shard_name('entities'::regclass, s.shardid), shard_name('tables'::regclass, (SELECT shardid FROM pg_dist_shard WHERE logicalrelid = 'tables'::regclass)),
+       current_schema() || '.stale_copy'
+FROM pg_dist_shard s WHERE s.shardid = get_shard_id_for_distribution_column('entities', $1::bigint)`,
+		distributionKey(acct, lt, pk)).Scan(&c.id, &c.shard, &c.tables, &c.copy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.pool.Exec(ctx, `CREATE TABLE `+c.copy+` (LIKE `+c.shard+` INCLUDING ALL); INSERT INTO `+c.copy+` SELECT * FROM `+c.shard); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = n.pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+c.copy) })
+	return c
+}
+
 // A single write on the node of its shard writes the placement there, and
 // when the placement is not the node's (a shard moved or split since the
 // placements were loaded) or its table is gone, the write goes through
@@ -55,24 +84,12 @@ func TestCitusWriteOnStalePlacementGoesThroughCitus(t *testing.T) {
 	if _, err := s.Write(ctx, acct, "t", &Write{Op: OpInsert, PartitionKey: pk, RowKey: "r", Properties: props("N", 1)}); err != nil {
 		t.Fatal(err)
 	}
-	var shardID int64
-	var shard, tables, copyName string
-	err := s.pool.QueryRow(ctx, `
-SELECT s.shardid, shard_name('entities'::regclass, s.shardid), shard_name('tables'::regclass, (SELECT shardid FROM pg_dist_shard WHERE logicalrelid = 'tables'::regclass)),
-       current_schema() || '.stale_copy'
-FROM pg_dist_shard s WHERE s.shardid = get_shard_id_for_distribution_column('entities', $1::bigint)`,
-		distributionKey(acct, "t", pk)).Scan(&shardID, &shard, &tables, &copyName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := n.pool.Exec(ctx, `CREATE TABLE `+copyName+` (LIKE `+shard+` INCLUDING ALL); INSERT INTO `+copyName+` SELECT * FROM `+shard); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = n.pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+copyName) })
-	value := func(sql string) int64 {
+	c := copyShard(t, s, n, "t", pk)
+	shardID, shard, tables, copyName := c.id, c.shard, c.tables, c.copy
+	valueOf := func(q querier, sql string) int64 {
 		t.Helper()
 		var stored []byte
-		if err := s.pool.QueryRow(ctx, sql, pk).Scan(&stored); err != nil {
+		if err := q.QueryRow(ctx, sql, pk).Scan(&stored); err != nil {
 			t.Fatal(err)
 		}
 		got, err := odata.DecodeStored(stored, nil)
@@ -81,21 +98,8 @@ FROM pg_dist_shard s WHERE s.shardid = get_shard_id_for_distribution_column('ent
 		}
 		return got[0].Value.Int
 	}
-	inCitus := func() int64 {
-		return value(`SELECT props FROM entities WHERE pk = $1 AND rk = 'r'`)
-	}
-	inCopy := func() int64 {
-		t.Helper()
-		var stored []byte
-		if err := n.pool.QueryRow(ctx, `SELECT props FROM `+copyName+` WHERE pk = $1 AND rk = 'r'`, pk).Scan(&stored); err != nil {
-			t.Fatal(err)
-		}
-		got, err := odata.DecodeStored(stored, nil)
-		if err != nil || len(got) != 1 {
-			t.Fatalf("%v, %v", got, err)
-		}
-		return got[0].Value.Int
-	}
+	inCitus := func() int64 { return valueOf(s.pool, `SELECT props FROM entities WHERE pk = $1 AND rk = 'r'`) }
+	inCopy := func() int64 { return valueOf(n.pool, `SELECT props FROM `+copyName+` WHERE pk = $1 AND rk = 'r'`) }
 	write := func(direct *directRead, op Op, m Match, v int) {
 		t.Helper()
 		setDirect(s, sr, direct)
