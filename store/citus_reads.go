@@ -29,8 +29,9 @@ import (
 // no longer the node's there, and the read goes through Citus instead
 // (sqlGetByID, after the guard), as it does when the placement's table is
 // gone: a placement that Citus keeps for a while after a move, no longer
-// written to, is never read. Writes always go through Citus, whose locks
-// keep a shard's writes from being lost in a move.
+// written to, is never read. Single writes run on the placement too,
+// under the shard's metadata lock that keeps them from being lost in a
+// move (citus_writes.go).
 
 const (
 	// sqlGetByID is a point read by the table's id through Citus, after
@@ -50,6 +51,7 @@ type directRead struct {
 	getMany string // keys as arrays: position, then get's columns
 	group   string // the merge group's prefix
 	merge   merger
+	writes  *directWrites // the single writes on the placement (citus_writes.go)
 }
 
 // newDirectRead is the directRead of shard id, named shard, on a node
@@ -76,7 +78,8 @@ SELECT k.i, g.live, ` + here + `, e.ts, e.xmin, e.props` + head + guard + `
 CROSS JOIN unnest((SELECT $2::bigint[]), (SELECT $3::text[]), (SELECT $4::text[])) WITH ORDINALITY AS k(dkey, pk, rk, i)
 LEFT JOIN LATERAL (SELECT ts, xmin, props FROM ` + shard + `
   WHERE table_id = $1 AND dkey = k.dkey AND pk = k.pk AND rk = k.rk OFFSET 0) e ON true`,
-		group: "d" + strconv.FormatInt(id, 10) + "\x00",
+		group:  "d" + strconv.FormatInt(id, 10) + "\x00",
+		writes: newDirectWrites(id, tables),
 	}
 	d.merge = func(ops []*combined) (string, []any) {
 		dkeys := make([]int64, len(ops))

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/pgtables/pgtables/odata"
 )
@@ -142,34 +141,14 @@ func TestCitusPointReadOfStalePlacementGoesThroughCitus(t *testing.T) {
 	if _, err := s.Write(ctx, acct, "t", &Write{Op: OpInsert, PartitionKey: pk, RowKey: "r", Properties: props("N", 1)}); err != nil {
 		t.Fatal(err)
 	}
-	var shardID int64
-	var shard, tables, copyName string
-	err := s.pool.QueryRow(ctx, `
-SELECT s.shardid, shard_name('entities'::regclass, s.shardid), shard_name('tables'::regclass, (SELECT shardid FROM pg_dist_shard WHERE logicalrelid = 'tables'::regclass)),
-       current_schema() || '.stale_copy'
-FROM pg_dist_shard s WHERE s.shardid = get_shard_id_for_distribution_column('entities', $1::bigint)`,
-		distributionKey(acct, "t", pk)).Scan(&shardID, &shard, &tables, &copyName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := n.pool.Exec(ctx, `CREATE TABLE `+copyName+` AS SELECT * FROM `+shard); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = n.pool.Exec(context.Background(), `DROP TABLE IF EXISTS `+copyName) })
+	c := copyShard(t, s, n, "t", pk)
+	shardID, shard, tables, copyName := c.id, c.shard, c.tables, c.copy
 	if _, err := s.Write(ctx, acct, "t", &Write{Op: OpReplace, PartitionKey: pk, RowKey: "r", Properties: props("N", 2), Match: MatchAny}); err != nil {
 		t.Fatal(err)
 	}
 	read := func(direct *directRead) int64 {
 		t.Helper()
-		p := *rt.cur.Load()
-		p.ranges = append([]shardRange(nil), p.ranges...)
-		for i := range p.ranges {
-			if p.ranges[i].min == sr.min {
-				p.ranges[i].direct = direct
-			}
-		}
-		p.loaded = time.Now().Add(time.Hour) // no reload meanwhile
-		rt.cur.Store(&p)
+		setDirect(s, sr, direct)
 		e, err := s.GetEntity(ctx, acct, "t", pk, "r")
 		if err != nil {
 			t.Fatal(err)

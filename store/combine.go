@@ -82,7 +82,62 @@ type guard struct {
 	key  string
 	sql  string
 	args []any
+	// check, when set, is a second statement, sent after sql: it runs in
+	// a snapshot taken after sql's locks are held (see citus_writes.go).
+	check string
+	// shard, when set, is the shard the guarded statement writes: sql
+	// then takes the ids of the shards of every statement of the round
+	// trip that shares the guard, in order, as its last argument, and
+	// check as its only one.
+	shard int64
 }
+
+// queue queues g's statements, for the statements of units that share it.
+func (g *guard) queue(b *pgx.Batch, units [][]*combined) {
+	if g.shard == 0 {
+		b.Queue(g.sql, g.args...)
+		if g.check != "" {
+			b.Queue(g.check)
+		}
+		return
+	}
+	var shards []int64
+	for _, u := range units {
+		if h := u[0].guard; h != nil && h.key == g.key && !slices.Contains(shards, h.shard) {
+			shards = append(shards, h.shard)
+		}
+	}
+	slices.Sort(shards)
+	b.Queue(g.sql, append(g.args[:len(g.args):len(g.args)], shards)...)
+	if g.check != "" {
+		b.Queue(g.check, shards)
+	}
+}
+
+// answer reads the answers of g's statements from br: the first failure,
+// for a guard of shards (see shard) as a *shardGuardError when the server
+// reported it.
+func (g *guard) answer(br pgx.BatchResults) error {
+	_, err := br.Exec()
+	if g.check != "" {
+		if _, checkErr := br.Exec(); err == nil {
+			err = checkErr
+		}
+	}
+	var pgErr *pgconn.PgError
+	if g.shard != 0 && errors.As(err, &pgErr) {
+		return &shardGuardError{err}
+	}
+	return err
+}
+
+// A shardGuardError is the failure of a guard of shards that the server
+// reported: the transaction was rolled back, so the statements it guards
+// had no effect.
+type shardGuardError struct{ err error }
+
+func (e *shardGuardError) Error() string { return e.err.Error() }
+func (e *shardGuardError) Unwrap() error { return e.err }
 
 // A merger builds one statement that answers several QueryRow statements
 // of a group, so the database parses, binds and runs one statement, not
@@ -128,13 +183,6 @@ func (c *combiner) queryRow(ctx context.Context, key, sql string, args []any, de
 func (c *combiner) queryRowChange(ctx context.Context, key string, g *guard, ch *pendingChange, sql string, args []any, dest ...any) error {
 	op := &combined{key: key, sql: sql, args: args, scan: dest, guard: g, change: ch, done: make(chan struct{})}
 	return c.submit(ctx, op)
-}
-
-// execGuarded is exec after g (see guard).
-func (c *combiner) execGuarded(ctx context.Context, key string, g *guard, sql string, args []any) (pgconn.CommandTag, error) {
-	op := &combined{key: key, sql: sql, args: args, guard: g, done: make(chan struct{})}
-	err := c.submit(ctx, op)
-	return op.tag, err
 }
 
 // exec runs sql, as Exec.
@@ -263,10 +311,10 @@ func (c *combiner) sendAlone(ctx context.Context, op *combined) {
 	}
 	if op.guard != nil {
 		b := &pgx.Batch{}
-		b.Queue(op.guard.sql, op.guard.args...)
+		op.guard.queue(b, [][]*combined{{op}})
 		b.Queue(op.sql, op.args...)
 		br := c.pool.SendBatch(ctx, b)
-		_, guardErr := br.Exec()
+		guardErr := op.guard.answer(br)
 		answer(br, op)
 		if err := br.Close(); err != nil && op.err == nil {
 			op.err = err
@@ -450,7 +498,7 @@ func (c *combiner) sendTxOnce(ctx context.Context, batch []*combined) error {
 func queueUnits(b *pgx.Batch, units [][]*combined) {
 	for i, u := range units {
 		if firstGuard(units, i) {
-			b.Queue(u[0].guard.sql, u[0].guard.args...)
+			u[0].guard.queue(b, units[i:])
 		}
 		if len(u) > 1 {
 			sql, args := u[0].merge(u)
@@ -469,7 +517,7 @@ func answerUnit(br pgx.BatchResults, units [][]*combined, i int) error {
 	u := units[i]
 	var guardErr error
 	if firstGuard(units, i) {
-		_, guardErr = br.Exec()
+		guardErr = u[0].guard.answer(br)
 	}
 	if len(u) > 1 {
 		answerMerged(br, u)

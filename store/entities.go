@@ -493,11 +493,7 @@ func (s *Store) delete(ctx context.Context, q querier, account, lt string, w *Wr
 	}
 	switch {
 	case byID:
-		err = s.withTableID(ctx, account, lt, s.route(account, lt, w.PartitionKey), func(_, writes *combiner, id int64) (err error) {
-			args[0] = id
-			tag, err = writes.execGuarded(ctx, writeKey(account, lt, w), writes.tableGuard(id), sql, args)
-			return err
-		})
+		tag, err = s.writeGuarded(ctx, account, lt, w, sql, args, nil)
 		if errors.Is(err, ErrTableNotFound) {
 			return Result{}, err
 		}

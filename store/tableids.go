@@ -122,10 +122,8 @@ func (s *Store) writeByID(ctx context.Context, account, lt string, w *Write, sql
 	if w.change != nil {
 		dest = append(dest[:len(dest):len(dest)], w.change.dest()...)
 	}
-	return s.withTableID(ctx, account, lt, s.route(account, lt, w.PartitionKey), func(_, writes *combiner, id int64) error {
-		args[0] = id
-		return writes.queryRowChange(ctx, writeKey(account, lt, w), writes.tableGuard(id), w.change, sql, args, dest...)
-	})
+	_, err := s.writeGuarded(ctx, account, lt, w, sql, args, dest)
+	return err
 }
 
 // withTableID runs fn, guarded statements on table id through the
