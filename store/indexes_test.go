@@ -231,6 +231,53 @@ func explainQuery(t *testing.T, s *Store, table string, q EntityQuery) string {
 	return strings.Join(lines, "\n")
 }
 
+// explainGeneric returns the generic plan of sql (a plan for any values
+// of its parameters, what a prepared statement gets once PostgreSQL finds
+// it no worse than a custom one), prepared on a connection of its own to
+// the database of cfg.
+func explainGeneric(t *testing.T, cfg *pgx.ConnConfig, sql string, args []any) string {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.ConnectConfig(ctx, cfg.Copy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan`); err != nil {
+		t.Fatal(err)
+	}
+	sd, err := conn.Prepare(ctx, "generic", sql)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sd.ParamOIDs) != len(args) {
+		t.Fatalf("%d parameters, %d values", len(sd.ParamOIDs), len(args))
+	}
+	// EXECUTE takes its values as literals (it has no parameters of its own).
+	values := make([]string, len(args))
+	for i, a := range args {
+		switch v := a.(type) {
+		case string:
+			values[i] = "'" + strings.ReplaceAll(v, "'", "''") + "'"
+		case []byte:
+			values[i] = fmt.Sprintf(`'\x%x'`, v)
+		case float64:
+			values[i] = fmt.Sprintf("'%v'", v)
+		default:
+			values[i] = fmt.Sprint(v)
+		}
+	}
+	rows, err := conn.Query(ctx, "EXPLAIN EXECUTE generic("+strings.Join(values, ", ")+")")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(lines, "\n")
+}
+
 // A selective filter on an indexed property reads the index: the plans
 // name it.
 func TestIndexUsedByFilter(t *testing.T) {
@@ -298,6 +345,28 @@ FROM tables t, generate_series(1, 20000) i WHERE t.account = $1`, acct); err != 
 		}
 		if !used {
 			t.Errorf("%s: plan does not use %s:\n%s", c.filter, names[c.index], plan)
+		}
+		// Equalities alone: one plan for every value, which uses the
+		// index too (genericIndexPlan). Through Citus the coordinator
+		// plans (the nodes' statements: TestCitusIndexedPagesReadShardsOnTheirNodes).
+		q := EntityQuery{Filter: mustParse(t, c.filter), Top: 1000}
+		var err error
+		if q.tableID, q.indexes, _, err = s.cachedIndexes(ctx, acct, "big"); err != nil {
+			t.Fatal(err)
+		}
+		wantGeneric := !strings.Contains(c.filter, " g") && !strings.Contains(c.filter, " l")
+		if got := genericIndexPlan(q); got != wantGeneric {
+			t.Errorf("%s: genericIndexPlan %v, want %v", c.filter, got, wantGeneric)
+		}
+		if !wantGeneric || s.distributed.Load() {
+			continue
+		}
+		sql, args, err := queryEntitiesSQL(false, acct, "big", q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if plan := explainGeneric(t, s.pool.Config().ConnConfig, sql, args); !strings.Contains(plan, names[c.index]) {
+			t.Errorf("%s: generic plan does not use %s:\n%s", c.filter, names[c.index], plan)
 		}
 	}
 	// Another table has no indexes: its plan uses none.
