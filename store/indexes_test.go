@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -278,6 +280,34 @@ func explainGeneric(t *testing.T, cfg *pgx.ConnConfig, sql string, args []any) s
 	return strings.Join(lines, "\n")
 }
 
+// shardOtherwise matches a plan that reads a shard of entities other than
+// by a property index: whole, or by its primary key.
+var shardOtherwise = regexp.MustCompile(`Seq Scan on entities_|entities_pkey_`)
+
+// nodePlans returns the generic plans of the statements of q's page on
+// the Citus nodes (readNodes), one per node.
+func nodePlans(t *testing.T, s *Store, q EntityQuery) []string {
+	t.Helper()
+	rt := s.router.Load()
+	if rt == nil {
+		t.Fatal("no routing")
+	}
+	nodes, shards := nodeShards(rt.cur.Load(), time.Now().UnixNano())
+	if nodes == nil {
+		t.Fatal("no direct reads of the shards")
+	}
+	rest, args, err := acrossWhereOf(q.tableID, q, pageStatement{}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plans []string
+	for i, n := range nodes {
+		sql := acrossNodesSQL(shards[i], strconv.FormatInt(q.tableID, 10), rest, q.Top)
+		plans = append(plans, explainGeneric(t, n.pool.Config().ConnConfig, sql, args))
+	}
+	return plans
+}
+
 // A selective filter on an indexed property reads the index: the plans
 // name it.
 func TestIndexUsedByFilter(t *testing.T) {
@@ -358,7 +388,16 @@ FROM tables t, generate_series(1, 20000) i WHERE t.account = $1`, acct); err != 
 		if got := genericIndexPlan(q); got != wantGeneric {
 			t.Errorf("%s: genericIndexPlan %v, want %v", c.filter, got, wantGeneric)
 		}
-		if !wantGeneric || s.distributed.Load() {
+		if !wantGeneric {
+			continue
+		}
+		if s.distributed.Load() {
+			// Each node's statement on its shards (acrossNodes).
+			for i, plan := range nodePlans(t, s, q) {
+				if !strings.Contains(plan, names[c.index]) || shardOtherwise.MatchString(plan) {
+					t.Errorf("%s: node %d's generic plan reads a shard without %s:\n%s", c.filter, i, names[c.index], plan)
+				}
+			}
 			continue
 		}
 		sql, args, err := queryEntitiesSQL(false, acct, "big", q)
