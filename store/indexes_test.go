@@ -223,6 +223,13 @@ func explainQuery(t *testing.T, s *Store, table string, q EntityQuery) string {
 		t.Fatal(err)
 	}
 	rows, err := s.pool.Query(ctx, "EXPLAIN "+sql, args...)
+	return planText(t, rows, err)
+}
+
+// planText returns the lines of an EXPLAIN's rows, as one text; err is
+// the error of sending it.
+func planText(t *testing.T, rows pgx.Rows, err error) string {
+	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,14 +277,7 @@ func explainGeneric(t *testing.T, cfg *pgx.ConnConfig, sql string, args []any) s
 		}
 	}
 	rows, err := conn.Query(ctx, "EXPLAIN EXECUTE generic("+strings.Join(values, ", ")+")")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.Join(lines, "\n")
+	return planText(t, rows, err)
 }
 
 // shardOtherwise matches a plan that reads a shard of entities other than
