@@ -56,7 +56,8 @@ type Index struct {
 // values in order (string, int64, float64, bool or []byte, each cast
 // explicitly in the SQL). The expression is self-contained: and/or are
 // parenthesized, so it can be combined with other conditions by AND. It
-// contains no quote characters and no text of the filter.
+// contains no text of the filter, and no quote characters but those of
+// the literals that s.IndexLiterals asks for (the names of s.Indexes).
 func Compile(e *Expr, s Schema, first int) (sql string, args []any, err error) {
 	if e == nil {
 		return "", nil, errors.New("filter: Compile of a nil expression")
