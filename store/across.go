@@ -105,14 +105,17 @@ func acrossSQL(tableID int64, q EntityQuery) (string, []any, error) {
 // acrossWhere is what follows sqlAcrossPage in acrossSQL's statement: the
 // conditions after the table's, the order and the limit.
 func acrossWhere(tableID int64, q EntityQuery) (string, []any, error) {
-	return acrossWhereOf(tableID, q, pageStatement{})
+	return acrossWhereOf(tableID, q, pageStatement{}, false)
 }
 
 // acrossWhereOf is acrossWhere for one statement of a page that starts
 // after every key of st.afterPK instead of at q's continuation, when that
 // is set, and reads partition st.pin alone, when that is (the key as a
-// continuation gives it: stored).
-func acrossWhereOf(tableID int64, q EntityQuery, st pageStatement) (string, []any, error) {
+// continuation gives it: stored). With generic, the filter's index
+// conditions name their indexes with literals (filter.Schema's
+// IndexLiterals) and the statement is planned as any other (see
+// genericIndexPlan); the caller names the table's id as a literal too.
+func acrossWhereOf(tableID int64, q EntityQuery, st pageStatement, generic bool) (string, []any, error) {
 	sql := ""
 	args := []any{tableID}
 	switch {
@@ -132,7 +135,9 @@ func acrossWhereOf(tableID int64, q EntityQuery, st pageStatement) (string, []an
 	}
 	sql, args = q.Range.appendSQL(sql, args)
 	if q.Filter != nil { // none: a page of the whole table (acrossNodes)
-		cond, fargs, err := filter.Compile(q.Filter, q.schema(), len(args)+1)
+		schema := q.schema()
+		schema.IndexLiterals = generic
+		cond, fargs, err := filter.Compile(q.Filter, schema, len(args)+1)
 		if err != nil {
 			return "", nil, err
 		}
@@ -140,7 +145,7 @@ func acrossWhereOf(tableID int64, q EntityQuery, st pageStatement) (string, []an
 		args = append(args, fargs...)
 	}
 	sql += sqlOrderPage + strconv.Itoa(q.Top+1)
-	if len(q.indexes) > 0 {
+	if len(q.indexes) > 0 && !generic {
 		args = customPlan(args)
 	}
 	return sql, args, nil

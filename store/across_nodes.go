@@ -45,10 +45,12 @@ const sqlAcrossNodesHead = `
 SELECT g.live, g.here, u.pk, u.rk, u.ts, u.xmin, u.props`
 
 // acrossNodesSQL is the statement of a page on a node's placements
-// shards, whose placement of tables is named tables: rest is what follows
-// the table id's condition in sqlAcrossPage (further conditions, order and
-// limit), applied on each shard; top the page's size.
-func acrossNodesSQL(shards []*directRead, rest string, top int) string {
+// shards, whose placement of tables is named tables: the shards' rows
+// are those of table id table ($1, or the id itself: genericIndexPlan),
+// rest is what follows the table id's condition in sqlAcrossPage (further
+// conditions, order and limit), applied on each shard; top the page's
+// size.
+func acrossNodesSQL(shards []*directRead, table, rest string, top int) string {
 	var b strings.Builder
 	b.WriteString(sqlAcrossNodesHead)
 	// live is an output, or the planner would drop its division.
@@ -69,7 +71,7 @@ LEFT JOIN (SELECT * FROM (`)
 			b.WriteString("\nUNION ALL ")
 		}
 		b.WriteString(`(SELECT e.pk, e.rk, e.ts, e.xmin, e.props::text FROM ` + d.shard + ` e
-WHERE e.table_id = $1` + rest + `)`)
+WHERE e.table_id = ` + table + rest + `)`)
 	}
 	b.WriteString(`) u ORDER BY u.pk, u.rk LIMIT ` + strconv.Itoa(top+1) + `) u ON true`)
 	return b.String()
@@ -175,7 +177,12 @@ func (s *Store) readNodes(ctx context.Context, rt *router, account, table string
 	if err != nil {
 		return nil, false, nil // through Citus, which tells a missing table
 	}
-	rest, args, err := acrossWhereOf(id, q, st)
+	generic := genericIndexPlan(q)
+	ofTable := "$1"
+	if generic {
+		ofTable = strconv.FormatInt(id, 10)
+	}
+	rest, args, err := acrossWhereOf(id, q, st, generic)
 	if err != nil {
 		return &EntityPage{}, true, err
 	}
@@ -185,7 +192,7 @@ func (s *Store) readNodes(ctx context.Context, rt *router, account, table string
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			answers[i] = readNode(ctx, n, acrossNodesSQL(shards[i], rest, q.Top), args)
+			answers[i] = readNode(ctx, n, acrossNodesSQL(shards[i], ofTable, rest, q.Top), args)
 		}()
 	}
 	wg.Wait()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -221,6 +223,13 @@ func explainQuery(t *testing.T, s *Store, table string, q EntityQuery) string {
 		t.Fatal(err)
 	}
 	rows, err := s.pool.Query(ctx, "EXPLAIN "+sql, args...)
+	return planText(t, rows, err)
+}
+
+// planText returns the lines of an EXPLAIN's rows, as one text; err is
+// the error of sending it.
+func planText(t *testing.T, rows pgx.Rows, err error) string {
+	t.Helper()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,6 +238,74 @@ func explainQuery(t *testing.T, s *Store, table string, q EntityQuery) string {
 		t.Fatal(err)
 	}
 	return strings.Join(lines, "\n")
+}
+
+// explainGeneric returns the generic plan of sql (a plan for any values
+// of its parameters, what a prepared statement gets once PostgreSQL finds
+// it no worse than a custom one), prepared on a connection of its own to
+// the database of cfg.
+func explainGeneric(t *testing.T, cfg *pgx.ConnConfig, sql string, args []any) string {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.ConnectConfig(ctx, cfg.Copy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan`); err != nil {
+		t.Fatal(err)
+	}
+	sd, err := conn.Prepare(ctx, "generic", sql)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sd.ParamOIDs) != len(args) {
+		t.Fatalf("%d parameters, %d values", len(sd.ParamOIDs), len(args))
+	}
+	// EXECUTE takes its values as literals (it has no parameters of its own).
+	values := make([]string, len(args))
+	for i, a := range args {
+		switch v := a.(type) {
+		case string:
+			values[i] = "'" + strings.ReplaceAll(v, "'", "''") + "'"
+		case []byte:
+			values[i] = fmt.Sprintf(`'\x%x'`, v)
+		case float64:
+			values[i] = fmt.Sprintf("'%v'", v)
+		default:
+			values[i] = fmt.Sprint(v)
+		}
+	}
+	rows, err := conn.Query(ctx, "EXPLAIN EXECUTE generic("+strings.Join(values, ", ")+")")
+	return planText(t, rows, err)
+}
+
+// shardOtherwise matches a plan that reads a shard of entities other than
+// by a property index: whole, or by its primary key.
+var shardOtherwise = regexp.MustCompile(`Seq Scan on entities_|entities_pkey_`)
+
+// nodePlans returns the generic plans of the statements of q's page on
+// the Citus nodes (readNodes), one per node.
+func nodePlans(t *testing.T, s *Store, q EntityQuery) []string {
+	t.Helper()
+	rt := s.router.Load()
+	if rt == nil {
+		t.Fatal("no routing")
+	}
+	nodes, shards := nodeShards(rt.cur.Load(), time.Now().UnixNano())
+	if nodes == nil {
+		t.Fatal("no direct reads of the shards")
+	}
+	rest, args, err := acrossWhereOf(q.tableID, q, pageStatement{}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plans []string
+	for i, n := range nodes {
+		sql := acrossNodesSQL(shards[i], strconv.FormatInt(q.tableID, 10), rest, q.Top)
+		plans = append(plans, explainGeneric(t, n.pool.Config().ConnConfig, sql, args))
+	}
+	return plans
 }
 
 // A selective filter on an indexed property reads the index: the plans
@@ -298,6 +375,37 @@ FROM tables t, generate_series(1, 20000) i WHERE t.account = $1`, acct); err != 
 		}
 		if !used {
 			t.Errorf("%s: plan does not use %s:\n%s", c.filter, names[c.index], plan)
+		}
+		// Equalities alone: one plan for every value, which uses the
+		// index too (genericIndexPlan). Through Citus the coordinator
+		// plans (the nodes' statements: TestCitusIndexedPagesReadShardsOnTheirNodes).
+		q := EntityQuery{Filter: mustParse(t, c.filter), Top: 1000}
+		var err error
+		if q.tableID, q.indexes, _, err = s.cachedIndexes(ctx, acct, "big"); err != nil {
+			t.Fatal(err)
+		}
+		wantGeneric := !strings.Contains(c.filter, " g") && !strings.Contains(c.filter, " l")
+		if got := genericIndexPlan(q); got != wantGeneric {
+			t.Errorf("%s: genericIndexPlan %v, want %v", c.filter, got, wantGeneric)
+		}
+		if !wantGeneric {
+			continue
+		}
+		if s.distributed.Load() {
+			// Each node's statement on its shards (acrossNodes).
+			for i, plan := range nodePlans(t, s, q) {
+				if !strings.Contains(plan, names[c.index]) || shardOtherwise.MatchString(plan) {
+					t.Errorf("%s: node %d's generic plan reads a shard without %s:\n%s", c.filter, i, names[c.index], plan)
+				}
+			}
+			continue
+		}
+		sql, args, err := queryEntitiesSQL(false, acct, "big", q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if plan := explainGeneric(t, s.pool.Config().ConnConfig, sql, args); !strings.Contains(plan, names[c.index]) {
+			t.Errorf("%s: generic plan does not use %s:\n%s", c.filter, names[c.index], plan)
 		}
 	}
 	// Another table has no indexes: its plan uses none.

@@ -155,6 +155,8 @@ func queryEntitiesSQL(distributed bool, account, table string, q EntityQuery) (s
 	if pk, ok := filter.Partition(q.Filter, "PartitionKey"); ok && distributed {
 		st.pin, st.hasPin = pk, true
 	}
+	// Through Citus the coordinator plans the statement: not there.
+	st.generic = !distributed && genericIndexPlan(q)
 	return pageSQL(account, table, q, st)
 }
 
@@ -178,6 +180,9 @@ type pageStatement struct {
 	pin    string
 	hasPin bool
 	limit  int // rows returned at most
+	// generic plans the statement once for all values when its index
+	// conditions allow (genericIndexPlan).
+	generic bool
 }
 
 // statement is the one statement of a page on a single node: from the
@@ -226,14 +231,19 @@ func pageSQL(account, table string, q EntityQuery, st pageStatement) (string, []
 		args = append(args, odata.StoredString(st.pin), distributionKey(account, tableKey(table), st.pin))
 	}
 	if q.Filter != nil {
-		cond, fargs, err := filter.Compile(q.Filter, q.schema(), len(args)+1)
+		schema := q.schema()
+		schema.IndexLiterals = st.generic
+		cond, fargs, err := filter.Compile(q.Filter, schema, len(args)+1)
 		if err != nil {
 			return "", nil, err
 		}
 		sql += " AND (" + cond + ")"
 		args = append(args, fargs...)
 	}
-	if len(q.indexes) > 0 {
+	switch {
+	case st.generic:
+		sql += sqlIndexedTableID + strconv.FormatInt(q.tableID, 10)
+	case len(q.indexes) > 0:
 		sql += fmt.Sprintf(sqlIndexedTable, len(args)+1)
 		args = customPlan(append(args, q.tableID))
 	}

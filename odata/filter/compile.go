@@ -26,6 +26,13 @@ type Schema struct {
 	// Indexes are the property indexes that the SQL may use (see
 	// Index); none when Properties is "".
 	Indexes []Index
+	// IndexLiterals writes the conditions on Indexes with their property
+	// names and type tags as SQL literals, as the indexes' definitions
+	// name them, rather than as parameters, so that a plan made before the
+	// parameters are known (a generic plan) can match the index's
+	// expression and predicate (see Index). The names are the caller's:
+	// those of its declared indexes, which the SQL quotes.
+	IndexLiterals bool
 }
 
 // Index is a property index on the rows: for the entities whose property
@@ -49,7 +56,8 @@ type Index struct {
 // values in order (string, int64, float64, bool or []byte, each cast
 // explicitly in the SQL). The expression is self-contained: and/or are
 // parenthesized, so it can be combined with other conditions by AND. It
-// contains no quote characters and no text of the filter.
+// contains no text of the filter, and no quote characters but those of
+// the literals that s.IndexLiterals asks for (the names of s.Indexes).
 func Compile(e *Expr, s Schema, first int) (sql string, args []any, err error) {
 	if e == nil {
 		return "", nil, errors.New("filter: Compile of a nil expression")
@@ -138,6 +146,12 @@ type compiler struct {
 	// indexes are the families of stored types indexed per property
 	// (indexes.go); nil without indexes.
 	indexes map[string]familySet
+	// literal is the property whose index condition is being written
+	// with literals (Schema.IndexLiterals), "" otherwise.
+	literal string
+	// ranges is set once an index condition bounds its key other than by
+	// equality.
+	ranges bool
 }
 
 // add appends a parameter value and returns its number.
@@ -156,6 +170,16 @@ func (c *compiler) ref(n int, typ string) {
 
 // constRef writes the parameter of fixed value k, adding it on first use.
 func (c *compiler) constRef(k int) {
+	if c.literal != "" {
+		switch {
+		case k >= int(odata.EdmString) && k <= int(odata.EdmBinary):
+			c.sb.WriteString(quoteLiteral(odata.EdmType(k).StoredTag()))
+			return
+		case k == constBase64:
+			c.sb.WriteString("'base64'")
+			return
+		}
+	}
 	if c.consts[k] == 0 {
 		switch {
 		case k >= int(odata.EdmString) && k <= int(odata.EdmBinary):
@@ -402,8 +426,16 @@ func (c *compiler) property(e *Expr) {
 func (c *compiler) lookup(n int) {
 	c.sb.WriteString(c.s.Properties)
 	c.sb.WriteString(" -> ")
+	if c.literal != "" {
+		c.sb.WriteString(quoteLiteral(c.literal))
+		return
+	}
 	c.ref(n, "text")
 }
+
+// quoteLiteral quotes s as a SQL string literal (standard_conforming_strings
+// is on since PostgreSQL 9.1), as the store's index definitions do.
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // storedValue writes the stored value of the property whose name is
 // parameter name, as SQL type cast: "" for text, "bytea" decoded from

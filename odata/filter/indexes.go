@@ -87,6 +87,23 @@ func UsesIndex(e *Expr, s Schema) bool {
 	return e != nil && c.indexes != nil && c.usesIndex(e, OpConst)
 }
 
+// IndexEqualities reports whether Compile(e, s, n) adds conditions on
+// s.Indexes and each of them bounds the index's key by equalities alone.
+// The plan of such a condition is a walk of the index's entries of one
+// value, in key order, whatever the value: a generic plan (see
+// Schema.IndexLiterals) is as good for every value. A range's plan is not:
+// the index for a narrow one, the primary key for a wide one.
+func IndexEqualities(e *Expr, s Schema) bool {
+	if !UsesIndex(e, s) {
+		return false
+	}
+	c := compiler{s: s, first: 1, indexes: indexedFamilies(s)}
+	if err := c.expr(e, 0, OpConst); err != nil {
+		return false
+	}
+	return !c.ranges
+}
+
 func (c *compiler) usesIndex(e *Expr, parent Op) bool {
 	switch e.Op {
 	case OpAnd, OpOr, OpNot:
@@ -177,7 +194,12 @@ func (c *compiler) indexConditions(args []*Expr) {
 		if len(arms) == 0 {
 			continue
 		}
-		name := c.add(lead.Name)
+		name := 0
+		if c.s.IndexLiterals {
+			c.literal = lead.Name
+		} else {
+			name = c.add(lead.Name)
+		}
 		c.sb.WriteString(" AND (")
 		for i, a := range arms {
 			if i > 0 {
@@ -186,6 +208,7 @@ func (c *compiler) indexConditions(args []*Expr) {
 			c.writeArm(name, a)
 		}
 		c.sb.WriteByte(')')
+		c.literal = ""
 	}
 }
 
@@ -290,6 +313,7 @@ func (c *compiler) writeArm(name int, a arm) {
 		c.tagIn(name, a.tags)
 	}
 	for _, b := range a.bounds {
+		c.ranges = c.ranges || b.op != "="
 		c.sb.WriteString(" AND ")
 		c.indexKey(name, a.fam)
 		c.sb.WriteByte(' ')

@@ -2,6 +2,7 @@ package filter
 
 import (
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/pgtables/pgtables/odata"
@@ -79,6 +80,60 @@ func TestUsesIndex(t *testing.T) {
 		}
 		if got, want := UsesIndex(e, s), indexCondition.MatchString(sql); got != want {
 			t.Errorf("UsesIndex(%s) = %v, compiled with an index condition: %v", f, got, want)
+		}
+	}
+}
+
+// IndexEqualities tells the filters whose index conditions are equalities
+// alone, and IndexLiterals writes those conditions with the index's
+// property and type tags as the index's definition does, the compared
+// values staying parameters, and the rest of the SQL as without it.
+func TestIndexLiterals(t *testing.T) {
+	t.Parallel()
+	s := entitySchema
+	s.Indexes = []Index{{Property: "A", Type: odata.EdmInt32}, {Property: "D", Type: odata.EdmDateTime}, {Property: "Bin", Type: odata.EdmBinary}}
+	cases := []struct {
+		filter, literal string // literal: in the SQL with IndexLiterals
+		eq              bool
+	}{
+		{"A eq 1", `e.props -> 'A' ->> 0 IN ('i32', 'i64', 'dbl') AND CASE WHEN e.props -> 'A' ->> 0 IN ('i32', 'i64', 'dbl') THEN (e.props -> 'A' ->> 1)::float8 END = $`, true},
+		{"A eq 1 or A eq 2", `(e.props -> 'A' ->> 1)::float8 END = $`, true},
+		{"A eq 1 and D eq datetime'2026-01-01T00:00:00Z'", `e.props -> 'D' ->> 0 = 'dt' AND CASE WHEN e.props -> 'D' ->> 0 = 'dt' THEN (e.props -> 'D' ->> 1) END = $`, true},
+		{"Bin eq X'00'", `decode(e.props -> 'Bin' ->> 1, 'base64') END = $`, true},
+		{"A ge 1 and A lt 5", `(e.props -> 'A' ->> 1)::float8 END >= $`, false},
+		{"A eq 1 or D gt datetime'2026-01-01T00:00:00Z'", `END ~>~ $`, false},
+		{"B eq 1", "", false},
+		{"A lt 1", "", false},
+	}
+	for _, c := range cases {
+		e, err := Parse(c.filter)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := IndexEqualities(e, s); got != c.eq {
+			t.Errorf("IndexEqualities(%s) = %v, want %v", c.filter, got, c.eq)
+		}
+		params, pargs, err := Compile(e, s, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls := s
+		ls.IndexLiterals = true
+		literals, largs, err := Compile(e, ls, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.literal == "" {
+			if literals != params || len(largs) != len(pargs) {
+				t.Errorf("%s: without index conditions, IndexLiterals changed the SQL:\n%s\n%s", c.filter, params, literals)
+			}
+			continue
+		}
+		if !strings.Contains(literals, c.literal) {
+			t.Errorf("%s: SQL without %s:\n%s", c.filter, c.literal, literals)
+		}
+		if strings.Count(literals, "'") == 0 || len(largs) >= len(pargs) {
+			t.Errorf("%s: %d parameters with literals, %d without:\n%s", c.filter, len(largs), len(pargs), literals)
 		}
 	}
 }
