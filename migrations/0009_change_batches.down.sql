@@ -1,0 +1,41 @@
+-- Back to a change row per entity: each change row of a batch becomes a
+-- row per entity, with ids of their own from the sequence, and a numbered
+-- one a position row per entity, with the positions it stood for. The
+-- sequencer of 0008 reads the rows above its watermark (scanned) and in
+-- its gaps: the numbered rows' new ids go below a new watermark and the
+-- ids between the old and the new one that are not theirs into its gaps,
+-- so that it numbers the unnumbered rows there (not the numbered ones)
+-- and those of the batches, whose new ids come last, above it.
+CREATE TEMPORARY TABLE batch_changes ON COMMIT DROP AS
+SELECT c.dkey, c.id, c.table_id, c.tag, c.op, c.pk, e.rk, c.ts, c.xid, e.props, c.at,
+       e.i = cardinality(c.rks) AS last, p.pos - p.n + e.i AS pos, p.txn, p.at AS pat, nextval('changes_id_seq') AS new_id
+FROM changes c
+LEFT JOIN change_positions p ON p.dkey = c.dkey AND p.id = c.id
+CROSS JOIN LATERAL unnest(c.rks, c.entities) WITH ORDINALITY AS e(rk, props, i)
+WHERE c.rks IS NOT NULL
+ORDER BY p.pos IS NULL, c.id, e.i;
+
+UPDATE change_numbering n SET
+    gaps = n.gaps || ARRAY(
+        SELECT g FROM generate_series(n.scanned + 1, (SELECT max(new_id) FROM batch_changes WHERE pos IS NOT NULL)) g
+        WHERE g NOT IN (SELECT new_id FROM batch_changes WHERE pos IS NOT NULL) ORDER BY g),
+    gap_xmax = n.gap_xmax || array_fill(pg_current_xact_id()::text::bigint, ARRAY[(
+        SELECT count(*)::int FROM generate_series(n.scanned + 1, (SELECT max(new_id) FROM batch_changes WHERE pos IS NOT NULL)) g
+        WHERE g NOT IN (SELECT new_id FROM batch_changes WHERE pos IS NOT NULL))]),
+    scanned = greatest(n.scanned, (SELECT max(new_id) FROM batch_changes WHERE pos IS NOT NULL))
+WHERE EXISTS (SELECT 1 FROM batch_changes WHERE pos IS NOT NULL);
+
+INSERT INTO changes (dkey, id, table_id, tag, last, op, pk, rk, ts, xid, props, at)
+SELECT dkey, new_id, table_id, tag, last, op, pk, rk, ts, xid, props, at FROM batch_changes;
+INSERT INTO change_positions (dkey, id, table_id, pos, txn, at)
+SELECT dkey, new_id, table_id, pos, txn, pat FROM batch_changes WHERE pos IS NOT NULL;
+DELETE FROM change_positions p USING batch_changes b WHERE p.dkey = b.dkey AND p.id = b.id;
+DELETE FROM changes c USING batch_changes b WHERE c.dkey = b.dkey AND c.id = b.id;
+
+-- Each by EXECUTE: see 0007.
+DO $$
+BEGIN
+    EXECUTE 'ALTER TABLE change_positions DROP COLUMN n';
+    EXECUTE 'ALTER TABLE changes DROP COLUMN rks, DROP COLUMN entities';
+END
+$$;
