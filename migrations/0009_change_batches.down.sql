@@ -6,6 +6,8 @@
 -- ids between the old and the new one that are not theirs into its gaps,
 -- so that it numbers the unnumbered rows there (not the numbered ones),
 -- and those of unnumbered batches, whose new ids come last, above it.
+ALTER TABLE change_counter RENAME TO change_numbering;
+
 CREATE TEMPORARY TABLE batch_changes ON COMMIT DROP AS
 SELECT c.dkey, c.id, c.table_id, c.tag, c.op, c.pk, e.rk, c.ts, c.xid, e.props, c.at,
        e.i = cardinality(c.rks) AS last, p.pos - p.n + e.i AS pos, p.txn, p.at AS pat
@@ -33,8 +35,8 @@ WHERE EXISTS (SELECT 1 FROM batch_changes WHERE pos IS NOT NULL);
 
 INSERT INTO changes (dkey, id, table_id, tag, last, op, pk, rk, ts, xid, props, at)
 SELECT dkey, new_id, table_id, tag, last, op, pk, rk, ts, xid, props, at FROM batch_changes;
-INSERT INTO change_positions (dkey, id, table_id, pos, txn, at)
-SELECT dkey, new_id, table_id, pos, txn, pat FROM batch_changes WHERE pos IS NOT NULL;
+INSERT INTO change_positions (dkey, id, table_id, pos, txn, at, n)
+SELECT dkey, new_id, table_id, pos, txn, pat, 1 FROM batch_changes WHERE pos IS NOT NULL;
 DELETE FROM change_positions WHERE (dkey, id) IN (SELECT dkey, id FROM batch_changes);
 DELETE FROM changes WHERE (dkey, id) IN (SELECT dkey, id FROM batch_changes);
 

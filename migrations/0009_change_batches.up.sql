@@ -11,8 +11,17 @@ DO $$
 BEGIN
     EXECUTE 'ALTER TABLE changes ADD COLUMN rks text[] COLLATE "C", ADD COLUMN entities jsonb[]';
     EXECUTE 'ALTER TABLE change_positions ADD COLUMN n integer NOT NULL DEFAULT 1';
+    -- Without a default from now on: a sequencer of the previous
+    -- release, which would number a batch's row as one change, fails.
+    EXECUTE 'ALTER TABLE change_positions ALTER COLUMN n DROP DEFAULT';
 END
 $$;
+
+-- Renamed, so that the previous release's sequencer stops (with an
+-- error), and so do its readers, which would read a batch's change row as
+-- one change without its entity; its replicas' writes go on and reach the
+-- feed (README: Upgrades).
+ALTER TABLE change_numbering RENAME TO change_counter;
 
 -- A batch's entities (up to 4 MiB) are compressed in TOAST; by lz4 where
 -- PostgreSQL has it, at a fraction of the CPU of pglz, the default. Not on

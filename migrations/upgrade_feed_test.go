@@ -147,6 +147,23 @@ UPDATE change_numbering SET last = 2, visible = 2, scanned = 3, gaps = '{1}', ga
 	}
 }
 
+// Migration 0009 stops the previous release's sequencer and readers: its
+// numbering table is gone, and a position row it would write without n (a
+// batch's row taken for one change) is refused. On Citus too.
+func TestUpgradeStopsThePreviousSequencer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, _, conn := feedDBAt(t, 9)
+	for _, sql := range []string{
+		`SELECT visible, purged FROM change_numbering`,
+		`INSERT INTO change_positions (dkey, id, table_id, pos, txn, at) VALUES (1, 1, 1, 1, 1, now())`,
+	} {
+		if _, err := conn.Exec(ctx, sql); err == nil {
+			t.Errorf("%s: no error", sql)
+		}
+	}
+}
+
 // Migration 0009 records a batch of inserts in one change row; down gives
 // each of its entities a change row of its own, and a numbered batch's
 // entities the positions the row stood for. The sequencer's watermark
@@ -165,7 +182,7 @@ INSERT INTO changes (dkey, id, table_id, tag, last, op, pk, rk, ts, xid, props, 
   (12, 4, 5, 10, true, 1, 'q', '', 4, 103, NULL, '2026-01-04', '{d,e}', ARRAY['{"n": 4}', '{"n": 5}']::jsonb[]);
 INSERT INTO change_positions (dkey, id, table_id, pos, txn, at, n) VALUES
   (11, 1, 5, 1, 1, '2026-01-01', 1), (12, 2, 5, 4, 2, '2026-01-02', 3);
-UPDATE change_numbering SET last = 4, visible = 4, scanned = 2, gaps = '{}', gap_xmax = '{}'`); err != nil {
+UPDATE change_counter SET last = 4, visible = 4, scanned = 2, gaps = '{}', gap_xmax = '{}'`); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := conn.Exec(ctx, `SELECT setval('changes_id_seq', 4)`); err != nil {

@@ -15,8 +15,8 @@ import (
 )
 
 const (
-	sqlFeedState   = `SELECT visible, purged FROM change_numbering`
-	sqlUnpublished = `SELECT visible < last FROM change_numbering`
+	sqlFeedState   = `SELECT visible, purged FROM change_counter`
+	sqlUnpublished = `SELECT visible < last FROM change_counter`
 
 	// A row of a batch's changes (migration 0009) holds n of them, at the
 	// positions up to its pos: each comes with its row key and entity
@@ -44,8 +44,8 @@ WHERE at < now() - make_interval(secs => $3)`
 DELETE FROM changes
 WHERE id = ANY(ARRAY(SELECT id FROM change_positions WHERE pos > $1 AND pos <= $2))`
 	sqlPurgePositions = `DELETE FROM change_positions WHERE pos > $1 AND pos <= $2`
-	sqlSetPurged      = `UPDATE change_numbering SET purged = $1 WHERE purged < $1`
-	sqlFeedPurged     = `SELECT purged, visible FROM change_numbering`
+	sqlSetPurged      = `UPDATE change_counter SET purged = $1 WHERE purged < $1`
+	sqlFeedPurged     = `SELECT purged, visible FROM change_counter`
 	// A deleted table's changes go with its tombstone (purge.go).
 	sqlPurgeTableChanges   = `DELETE FROM changes WHERE table_id = $1`
 	sqlPurgeTablePositions = `DELETE FROM change_positions WHERE table_id = $1`

@@ -28,7 +28,7 @@ import (
 // together and in their write order, and transactions go in the order of
 // their first change's id (a sequence on each node): a transaction that
 // began after another committed comes after it. A reader reads positions
-// up to change_numbering.visible. On Citus a second transaction raises it
+// up to change_counter.visible. On Citus a second transaction raises it
 // once the numbering one has committed: a transaction that numbers rows
 // on several nodes commits on each of them one after another, and visible
 // keeps readers from seeing a later node's rows before an earlier node's.
@@ -42,7 +42,7 @@ import (
 // belongs to a transaction that had its transaction id before the reading
 // snapshot was taken: below any transaction id taken after it, such as
 // the run's own, which the run takes after its scan (its lock is an
-// advisory one: a row lock on change_numbering would give it one before).
+// advisory one: a row lock on change_counter would give it one before).
 // Once every transaction below that bound has ended, the id is visible or
 // never will be. Not the snapshot's xmax, which is one past the latest
 // transaction that completed, not the next to begin: a transaction above
@@ -56,17 +56,17 @@ import (
 // rows of the previous release's replicas during a rolling upgrade come
 // with theirs; a run deletes the pending rows it numbers.
 const (
-	// The sequencer's lock: an advisory lock keyed by change_numbering's
+	// The sequencer's lock: an advisory lock keyed by change_counter's
 	// oid, so one per schema of a database. Statements that follow it in
 	// the batch of a run that did not get it take it again (feedLocked),
 	// to skip their work; what they did is rolled back.
 	sqlLockFeed     = `SELECT ` + feedLocked
 	sqlLockFeedWait = `SELECT true FROM pg_advisory_xact_lock(` + feedLockKey + `)`
-	feedLockKey     = `1885827170, 'change_numbering'::regclass::oid::int`
+	feedLockKey     = `1885827170, 'change_counter'::regclass::oid::int`
 	feedLocked      = `pg_try_advisory_xact_lock(` + feedLockKey + `)`
 	// A statement of its own, after the lock's: a snapshot taken before
 	// the lock could miss the previous run's numbering.
-	sqlFeedNumbering = `SELECT last, visible, scanned, gaps, gap_xmax FROM change_numbering`
+	sqlFeedNumbering = `SELECT last, visible, scanned, gaps, gap_xmax FROM change_counter`
 	// The run's transaction id, taken after its scan (see Finding).
 	sqlRunXid = `SELECT pg_current_xact_id()::text::bigint WHERE ` + feedLocked
 	// The settings of a run's transaction (see sequenceOn): no JIT, and
@@ -95,7 +95,7 @@ SELECT dkey, id, tag, at, table_id FROM change_pending WHERE tag = ANY($1) AND i
 	sqlScanChanges = `
 SELECT s.xmin, c.pending, c.id, c.dkey, c.table_id, c.tag, c.at, c.last, c.n
 FROM (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin, scanned, gaps
-      FROM change_numbering WHERE ` + feedLocked + ` LIMIT 1) s
+      FROM change_counter WHERE ` + feedLocked + ` LIMIT 1) s
 LEFT JOIN LATERAL (
   SELECT false AS pending, id, dkey, table_id, coalesce(tag, 0) AS tag, at, last, coalesce(cardinality(rks), 1) AS n FROM changes WHERE id = ANY(s.gaps)
   UNION ALL
@@ -116,8 +116,8 @@ SELECT (SELECT id FROM change_pending ORDER BY id LIMIT 1) IS NOT NULL
 	// all of it on every poll until an ANALYZE.
 	sqlAnyUnsequenced = `
 SELECT (SELECT id FROM change_pending ORDER BY id LIMIT 1) IS NOT NULL
-    OR (SELECT id FROM changes WHERE id > (SELECT scanned FROM change_numbering) ORDER BY id LIMIT 1) IS NOT NULL
-    OR (SELECT id FROM changes WHERE id = ANY((SELECT gaps FROM change_numbering)::bigint[]) ORDER BY id LIMIT 1) IS NOT NULL
+    OR (SELECT id FROM changes WHERE id > (SELECT scanned FROM change_counter) ORDER BY id LIMIT 1) IS NOT NULL
+    OR (SELECT id FROM changes WHERE id = ANY((SELECT gaps FROM change_counter)::bigint[]) ORDER BY id LIMIT 1) IS NOT NULL
     OR EXISTS (SELECT 1 FROM changes WHERE pos IS NULL AND tag IS NOT NULL AND last IS NULL)`
 
 	// Only the rows whose pending row it deletes get a position: the
@@ -130,8 +130,8 @@ SELECT (SELECT id FROM change_pending ORDER BY id LIMIT 1) IS NOT NULL
 WITH d AS (
   DELETE FROM change_pending WHERE id = ANY($2::bigint[])
   RETURNING dkey, id, table_id, at)
-INSERT INTO change_positions (dkey, id, table_id, pos, txn, at)
-SELECT d.dkey, d.id, d.table_id, v.pos, v.txn, d.at
+INSERT INTO change_positions (dkey, id, table_id, pos, txn, at, n)
+SELECT d.dkey, d.id, d.table_id, v.pos, v.txn, d.at, 1
 FROM d JOIN unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[]) AS v(dkey, id, pos, txn)
   ON v.dkey = d.dkey AND v.id = d.id
 ORDER BY v.pos`
@@ -145,11 +145,11 @@ ORDER BY v.pos`
 WITH p AS (
   INSERT INTO change_positions (dkey, id, table_id, pos, txn, at, n)
   SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::timestamptz[], $7::integer[]))
-UPDATE change_numbering SET last = $8::bigint, visible = $8::bigint, scanned = $9, gaps = $10, gap_xmax = $11
+UPDATE change_counter SET last = $8::bigint, visible = $8::bigint, scanned = $9, gaps = $10, gap_xmax = $11
 RETURNING CASE WHEN $12 THEN pg_notify('` + feedChannel + `', $8::bigint::text) END`
 
-	sqlSetLast    = `UPDATE change_numbering SET last = $1`
-	sqlSetVisible = `UPDATE change_numbering SET visible = $1 WHERE visible < $1`
+	sqlSetLast    = `UPDATE change_counter SET last = $1`
+	sqlSetVisible = `UPDATE change_counter SET visible = $1 WHERE visible < $1`
 
 	// feedChannel is the NOTIFY channel on which the sequencer tells the
 	// replicas' readers that positions became visible.
@@ -360,7 +360,7 @@ func (s *Store) sequenceOnce(ctx context.Context, wait bool) (int, bool, error) 
 }
 
 // sequenced is what a sequencer run did: n changes numbered, last and
-// visible of change_numbering after it, and whether it published them.
+// visible of change_counter after it, and whether it published them.
 type sequenced struct {
 	n             int
 	more          bool
