@@ -147,6 +147,65 @@ UPDATE change_numbering SET last = 2, visible = 2, scanned = 3, gaps = '{1}', ga
 	}
 }
 
+// Migration 0009 stops the previous release's sequencer and readers: its
+// numbering table is gone, and a position row it would write without n (a
+// batch's row taken for one change) is refused. On Citus too.
+func TestUpgradeStopsThePreviousSequencer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, _, conn := feedDBAt(t, 9)
+	for _, sql := range []string{
+		`SELECT visible, purged FROM change_numbering`,
+		`INSERT INTO change_positions (dkey, id, table_id, pos, txn, at) VALUES (1, 1, 1, 1, 1, now())`,
+	} {
+		if _, err := conn.Exec(ctx, sql); err == nil {
+			t.Errorf("%s: no error", sql)
+		}
+	}
+}
+
+// Migration 0009 records a batch of inserts in one change row; down gives
+// each of its entities a change row of its own, and a numbered batch's
+// entities the positions the row stood for. The sequencer's watermark
+// covers the numbered ones' new ids, and not the unnumbered rows below
+// them, which wait in its gaps. On Citus too.
+func TestDowngradeSplitsChangeBatches(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, m, conn := feedDBAt(t, 9)
+	if _, err := conn.Exec(ctx, `
+INSERT INTO tables (id, account, name, lname) OVERRIDING SYSTEM VALUE VALUES (5, 'acct', 'T', 't');
+INSERT INTO changes (dkey, id, table_id, tag, last, op, pk, rk, ts, xid, props, at, rks, entities) VALUES
+  (11, 1, 5, 7, true, 1, 'p', 'x', 1, 100, '{}', '2026-01-01', NULL, NULL),
+  (12, 2, 5, 8, true, 1, 'q', '', 2, 101, NULL, '2026-01-02', '{a,b,c}', ARRAY['{"n": 1}', '{"n": 2}', '{"n": 3}']::jsonb[]),
+  (11, 3, 5, 9, true, 1, 'p', 'y', 3, 102, '{}', '2026-01-03', NULL, NULL),
+  (12, 4, 5, 10, true, 1, 'q', '', 4, 103, NULL, '2026-01-04', '{d,e}', ARRAY['{"n": 4}', '{"n": 5}']::jsonb[]);
+INSERT INTO change_positions (dkey, id, table_id, pos, txn, at, n) VALUES
+  (11, 1, 5, 1, 1, '2026-01-01', 1), (12, 2, 5, 4, 2, '2026-01-02', 3);
+UPDATE change_counter SET last = 4, visible = 4, scanned = 2, gaps = '{}', gap_xmax = '{}'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `SELECT setval('changes_id_seq', 4)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Migrate(8); err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct{ sql, want string }{
+		{`SELECT format('%s %s/%s tag %s last %s %s', id, pk, rk, tag, last, props) FROM changes ORDER BY id`,
+			`[1 p/x tag 7 last t {} 3 p/y tag 9 last t {} 5 q/a tag 8 last f {"n": 1} 6 q/b tag 8 last f {"n": 2} 7 q/c tag 8 last t {"n": 3} 8 q/d tag 10 last f {"n": 4} 9 q/e tag 10 last t {"n": 5}]`},
+		{`SELECT format('%s/%s txn %s %s', id, pos, txn, at::date) FROM change_positions ORDER BY pos`,
+			`[1/1 txn 1 2026-01-01 5/2 txn 2 2026-01-02 6/3 txn 2 2026-01-02 7/4 txn 2 2026-01-02]`},
+		{`SELECT format('%s %s %s %s', last, visible, scanned, gaps) FROM change_numbering`, `[4 4 7 {3,4}]`},
+		{`SELECT cardinality(gap_xmax)::text FROM change_numbering`, `[2]`},
+	}
+	for _, c := range checks {
+		if got := queryText(t, conn, c.sql); got != c.want {
+			t.Errorf("%s:\n got %s\nwant %s", c.sql, got, c.want)
+		}
+	}
+}
+
 // feedDBAt migrates a database of its own to version, distributed on
 // Citus as a cluster of that release is, and connects to it; the test's
 // end closes both.

@@ -137,12 +137,12 @@ const (
 	// name it in the same round trip, but its speculative insertion made
 	// every successful batch cost PostgreSQL 10-20% more (pgbench, 100
 	// rows of 500 bytes).
-	sqlInsertMany = `
+	sqlInsertMany     = sqlInsertManyBody + "\nRETURNING rk, xmin"
+	sqlInsertManyBody = `
 INSERT INTO entities (table_id, dkey, pk, rk, ts, size, props)
 SELECT t.id, $3, $4, r.rk, $5, r.size, r.props
 FROM tables t, unnest($6::text[], $7::integer[], $8::jsonb[]) AS r(rk, size, props)
-WHERE t.account = $1 AND t.lname = $2 AND t.deleted_at IS NULL
-RETURNING rk, xmin`
+WHERE t.account = $1 AND t.lname = $2 AND t.deleted_at IS NULL`
 
 	sqlExistingKeys = `
 SELECT rk FROM entities
@@ -297,7 +297,7 @@ func (s *Store) insertMany(ctx context.Context, tx pgx.Tx, account, table string
 	citusChanges := s.distributed.Load() && s.feedOn(account)
 	sql, args := sqlInsertMany+", table_id", []any{account, lt, dkey, pk, now, rks, sizes, props}
 	if !citusChanges {
-		sql, args = s.capturedMany(account, writes[0].txn, changeInsert, sqlInsertMany, args, lastInBatchOrder, changesInBatchOrder)
+		sql, args = s.capturedBatch(account, writes[0].txn, args)
 	}
 	b.Queue(sql, args...)
 	br := tx.SendBatch(ctx, b)

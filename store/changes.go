@@ -100,9 +100,8 @@ const (
 // (argument tagArg) and last, the expression that tells whether the row is
 // its transaction's last change (changes_sequence.go), then answers what
 // the write's own RETURNING did (1 for a write without one, whose rows are
-// counted). order, when set, orders the change rows of a statement that
-// writes several entities: what follows "FROM w", a join and an ORDER BY.
-func recordChange(sql, op string, tagArg int, last, order string) string {
+// counted).
+func recordChange(sql, op string, tagArg int, last string) string {
 	body, out := sql, "1"
 	if i := strings.LastIndex(sql, "RETURNING"); i >= 0 {
 		body, out = sql[:i], strings.TrimSpace(sql[i+len("RETURNING"):])
@@ -122,12 +121,7 @@ func recordChange(sql, op string, tagArg int, last, order string) string {
 	b.WriteString(op)
 	b.WriteString(", pk, rk, ")
 	b.WriteString(values)
-	b.WriteString(" FROM w")
-	if order != "" {
-		b.WriteString(" ")
-		b.WriteString(order)
-	}
-	b.WriteString(")\nSELECT ")
+	b.WriteString(" FROM w)\nSELECT ")
 	b.WriteString(out)
 	b.WriteString(" FROM w")
 	return b.String()
@@ -135,12 +129,12 @@ func recordChange(sql, op string, tagArg int, last, order string) string {
 
 // changeStatement is a statement with its change recorded, built once per
 // statement, op and number of arguments.
-func (s *Store) changeStatement(sql, op string, tagArg int, last, order string) string {
-	key := sql + "\x00" + op + "\x00" + strconv.Itoa(tagArg) + "\x00" + last + "\x00" + order
+func (s *Store) changeStatement(sql, op string, tagArg int, last string) string {
+	key := sql + "\x00" + op + "\x00" + strconv.Itoa(tagArg) + "\x00" + last
 	if v, ok := s.changeSQL.Load(key); ok {
 		return v.(string)
 	}
-	v := recordChange(sql, op, tagArg, last, order)
+	v := recordChange(sql, op, tagArg, last)
 	s.changeSQL.Store(key, v)
 	return v
 }
@@ -163,30 +157,37 @@ func (s *Store) captured(account string, w *Write, op, sql string, args []any) (
 		tag = newChangeTag()
 	}
 	last := "$" + strconv.Itoa(len(args)+2) + "::boolean"
-	return s.changeStatement(sql, op, len(args)+1, last, ""), append(args, tag, !w.more)
+	return s.changeStatement(sql, op, len(args)+1, last), append(args, tag, !w.more)
 }
 
-// capturedMany is captured for a statement that writes the entities of a
-// transaction, several rows: last and order as recordChange's.
-func (s *Store) capturedMany(account string, tag int64, op, sql string, args []any, last, order string) (string, []any) {
+// capturedBatch returns sqlInsertMany's statement and arguments for
+// account, with the batch's changes recorded in one change row when the
+// account's feed is on (sqlInsertManyCaptured).
+func (s *Store) capturedBatch(account string, tag int64, args []any) (string, []any) {
 	if !s.feedOn(account) {
-		return sql, args
+		return sqlInsertMany, args
 	}
-	return s.changeStatement(sql, op, len(args)+1, last, order), append(args, tag)
+	return sqlInsertManyCaptured, append(args, tag)
 }
+
+// sqlInsertManyCaptured is sqlInsertMany recording the batch's changes in
+// one change row (migration 0009): the row keys and entities as the batch
+// holds them ($6, $8, in its order), with the pk, ts, xid and table of
+// every one of them, and no row when nothing was inserted. A row per
+// entity cost the feed more than the insert itself: a heap row with the
+// entity again and an index entry each, and a position row with two
+// index entries each.
+const sqlInsertManyCaptured = `
+WITH w AS (` + sqlInsertManyBody + `
+RETURNING rk, xmin, table_id),
+c AS (
+INSERT INTO changes (dkey, table_id, tag, last, op, pk, rk, ts, xid, rks, entities)
+SELECT $3, table_id, $9::bigint, true, ` + changeInsert + `, $4, '', $5, xmin::text::bigint, $6::text[], $8::jsonb[]
+FROM w LIMIT 1)
+SELECT rk, xmin FROM w`
 
 // newChangeTag returns the tag of a transaction's changes: the sequencer
 // keeps the changes of one tag together. Random, so that replicas need no
 // coordination; a collision of two concurrent transactions would only put
 // their changes next to each other.
 func newChangeTag() int64 { return rand.Int64() | 1 }
-
-// changesInBatchOrder orders the change rows of sqlInsertMany as the
-// batch's operations ($6 holds their row keys, unique in a batch), so the
-// feed lists them in that order. A join rather than array_position, which
-// searches the array once per row: a tenth of a batch's CPU for the feed.
-const changesInBatchOrder = `JOIN unnest($6::text[]) WITH ORDINALITY AS o(rk, n) USING (rk) ORDER BY o.n`
-
-// lastInBatchOrder is the last column of sqlInsertMany's change rows
-// ordered by changesInBatchOrder: the batch's last operation's.
-const lastInBatchOrder = `o.n = cardinality($6::text[])`

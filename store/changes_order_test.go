@@ -189,8 +189,11 @@ func TestNumberChanges(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
 	rows := []unsequenced{pendingRow(1, 10, 7, t0), pendingRow(1, 11, 8, t0), pendingRow(2, 12, 7, t0), pendingRow(1, 13, 9, t0), pendingRow(1, 14, 8, t0)}
-	_, p := numberChanges(rows, 100)
+	_, p, end := numberChanges(rows, 100)
 	dkeys, ids, pos, txns := p.dkeys, p.ids, p.pos, p.txns
+	if end != 105 {
+		t.Errorf("last position %d, want 105", end)
+	}
 	if got, want := fmt.Sprint(ids), "[10 12 11 14 13]"; got != want {
 		t.Errorf("ids %s, want %s", got, want)
 	}
@@ -202,6 +205,33 @@ func TestNumberChanges(t *testing.T) {
 	}
 	if got, want := fmt.Sprint(dkeys), "[1 2 1 1 1]"; got != want {
 		t.Errorf("dkeys %s, want %s", got, want)
+	}
+}
+
+// A row of a batch's changes (migration 0009) takes as many positions as
+// it holds changes, and has the last of them; its transaction's txn is the
+// first.
+func TestNumberChangesOfBatchRows(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
+	batch := func(id, tag int64, n int32) unsequenced {
+		return unsequenced{dkey: 1, id: id, tag: tag, at: t0, n: n, direct: true, last: true}
+	}
+	rows := []unsequenced{batch(10, 7, 100), batch(11, 8, 1), batch(12, 9, 3)}
+	d, p, end := numberChanges(rows, 100)
+	if len(p.ids) != 0 {
+		t.Errorf("pending positions %v", p.ids)
+	}
+	for _, c := range []struct{ name, got, want string }{
+		{"ids", fmt.Sprint(d.ids), "[10 11 12]"},
+		{"positions", fmt.Sprint(d.pos), "[200 201 204]"},
+		{"txns", fmt.Sprint(d.txns), "[101 201 202]"},
+		{"ns", fmt.Sprint(d.ns), "[100 1 3]"},
+		{"last position", fmt.Sprint(end), "204"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s %s, want %s", c.name, c.got, c.want)
+		}
 	}
 }
 
@@ -261,7 +291,7 @@ func TestNumberChangesOfTwoNodes(t *testing.T) {
 		pendingRow(1, w+9, 21, at(3)),  // same transaction
 		pendingRow(1, w+10, 32, at(2500)),
 	}
-	_, p := numberChanges(rows, 0)
+	_, p, _ := numberChanges(rows, 0)
 	ids, txns := p.ids, p.txns
 	if got, want := fmt.Sprint(ids), fmt.Sprint([]int64{w + 7, w + 8, w + 9, 5, 6, w + 10}); got != want {
 		t.Errorf("ids %s, want %s", got, want)
@@ -271,7 +301,7 @@ func TestNumberChangesOfTwoNodes(t *testing.T) {
 	}
 	// Within a node, id order wins over the time a transaction began.
 	rows = []unsequenced{pendingRow(1, w+1, 1, at(10)), pendingRow(1, w+2, 2, at(5)), pendingRow(1, 3, 3, at(7))}
-	_, p = numberChanges(rows, 0)
+	_, p, _ = numberChanges(rows, 0)
 	ids = p.ids
 	if got, want := fmt.Sprint(ids), fmt.Sprint([]int64{3, w + 1, w + 2}); got != want {
 		t.Errorf("ids %s, want %s", got, want)

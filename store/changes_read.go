@@ -15,14 +15,19 @@ import (
 )
 
 const (
-	sqlFeedState   = `SELECT visible, purged FROM change_numbering`
-	sqlUnpublished = `SELECT visible < last FROM change_numbering`
+	sqlFeedState   = `SELECT visible, purged FROM change_counter`
+	sqlUnpublished = `SELECT visible < last FROM change_counter`
 
+	// A row of a batch's changes (migration 0009) holds n of them, at the
+	// positions up to its pos: each comes with its row key and entity
+	// from the row's arrays, in their order. Positions after $2 are in
+	// rows whose last position is: found in the index's order.
 	sqlReadChanges = `
-SELECT p.pos, p.txn, c.op, c.pk, c.rk, c.ts, c.xid, c.props, p.at
+SELECT p.pos - p.n + coalesce(b.i, 1), p.txn, c.op, c.pk, coalesce(b.rk, c.rk), c.ts, c.xid, coalesce(b.props, c.props), p.at
 FROM change_positions p JOIN changes c ON c.dkey = p.dkey AND c.id = p.id
-WHERE p.table_id = $1 AND p.pos > $2 AND p.pos <= $3
-ORDER BY p.pos LIMIT $4`
+LEFT JOIN LATERAL unnest(c.rks, c.entities) WITH ORDINALITY AS b(rk, props, i) ON true
+WHERE p.table_id = $1 AND p.pos > $2 AND p.pos <= $3 AND p.pos - p.n + coalesce(b.i, 1) > $2
+ORDER BY p.pos, b.i LIMIT $4`
 
 	// The last expired position among the next $4 after $1. The
 	// condition on at outside the LIMIT: inside, a purge that has caught
@@ -39,8 +44,8 @@ WHERE at < now() - make_interval(secs => $3)`
 DELETE FROM changes
 WHERE id = ANY(ARRAY(SELECT id FROM change_positions WHERE pos > $1 AND pos <= $2))`
 	sqlPurgePositions = `DELETE FROM change_positions WHERE pos > $1 AND pos <= $2`
-	sqlSetPurged      = `UPDATE change_numbering SET purged = $1 WHERE purged < $1`
-	sqlFeedPurged     = `SELECT purged, visible FROM change_numbering`
+	sqlSetPurged      = `UPDATE change_counter SET purged = $1 WHERE purged < $1`
+	sqlFeedPurged     = `SELECT purged, visible FROM change_counter`
 	// A deleted table's changes go with its tombstone (purge.go).
 	sqlPurgeTableChanges   = `DELETE FROM changes WHERE table_id = $1`
 	sqlPurgeTablePositions = `DELETE FROM change_positions WHERE table_id = $1`

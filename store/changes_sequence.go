@@ -28,7 +28,7 @@ import (
 // together and in their write order, and transactions go in the order of
 // their first change's id (a sequence on each node): a transaction that
 // began after another committed comes after it. A reader reads positions
-// up to change_numbering.visible. On Citus a second transaction raises it
+// up to change_counter.visible. On Citus a second transaction raises it
 // once the numbering one has committed: a transaction that numbers rows
 // on several nodes commits on each of them one after another, and visible
 // keeps readers from seeing a later node's rows before an earlier node's.
@@ -42,7 +42,7 @@ import (
 // belongs to a transaction that had its transaction id before the reading
 // snapshot was taken: below any transaction id taken after it, such as
 // the run's own, which the run takes after its scan (its lock is an
-// advisory one: a row lock on change_numbering would give it one before).
+// advisory one: a row lock on change_counter would give it one before).
 // Once every transaction below that bound has ended, the id is visible or
 // never will be. Not the snapshot's xmax, which is one past the latest
 // transaction that completed, not the next to begin: a transaction above
@@ -56,17 +56,17 @@ import (
 // rows of the previous release's replicas during a rolling upgrade come
 // with theirs; a run deletes the pending rows it numbers.
 const (
-	// The sequencer's lock: an advisory lock keyed by change_numbering's
+	// The sequencer's lock: an advisory lock keyed by change_counter's
 	// oid, so one per schema of a database. Statements that follow it in
 	// the batch of a run that did not get it take it again (feedLocked),
 	// to skip their work; what they did is rolled back.
 	sqlLockFeed     = `SELECT ` + feedLocked
 	sqlLockFeedWait = `SELECT true FROM pg_advisory_xact_lock(` + feedLockKey + `)`
-	feedLockKey     = `1885827170, 'change_numbering'::regclass::oid::int`
+	feedLockKey     = `1885827170, 'change_counter'::regclass::oid::int`
 	feedLocked      = `pg_try_advisory_xact_lock(` + feedLockKey + `)`
 	// A statement of its own, after the lock's: a snapshot taken before
 	// the lock could miss the previous run's numbering.
-	sqlFeedNumbering = `SELECT last, visible, scanned, gaps, gap_xmax FROM change_numbering`
+	sqlFeedNumbering = `SELECT last, visible, scanned, gaps, gap_xmax FROM change_counter`
 	// The run's transaction id, taken after its scan (see Finding).
 	sqlRunXid = `SELECT pg_current_xact_id()::text::bigint WHERE ` + feedLocked
 	// The settings of a run's transaction (see sequenceOn): no JIT, and
@@ -93,15 +93,15 @@ SELECT dkey, id, tag, at, table_id FROM change_pending WHERE tag = ANY($1) AND i
 	// that the snapshot sees (rows with last NULL have pending rows), the
 	// pending rows (up to $1), and the snapshot's xmin.
 	sqlScanChanges = `
-SELECT s.xmin, c.pending, c.id, c.dkey, c.table_id, c.tag, c.at, c.last
+SELECT s.xmin, c.pending, c.id, c.dkey, c.table_id, c.tag, c.at, c.last, c.n
 FROM (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS xmin, scanned, gaps
-      FROM change_numbering WHERE ` + feedLocked + ` LIMIT 1) s
+      FROM change_counter WHERE ` + feedLocked + ` LIMIT 1) s
 LEFT JOIN LATERAL (
-  SELECT false AS pending, id, dkey, table_id, coalesce(tag, 0) AS tag, at, last FROM changes WHERE id = ANY(s.gaps)
+  SELECT false AS pending, id, dkey, table_id, coalesce(tag, 0) AS tag, at, last, coalesce(cardinality(rks), 1) AS n FROM changes WHERE id = ANY(s.gaps)
   UNION ALL
-  (SELECT false, id, dkey, table_id, coalesce(tag, 0), at, last FROM changes WHERE id > s.scanned ORDER BY id LIMIT $1)
+  (SELECT false, id, dkey, table_id, coalesce(tag, 0), at, last, coalesce(cardinality(rks), 1) FROM changes WHERE id > s.scanned ORDER BY id LIMIT $1)
   UNION ALL
-  (SELECT true, id, dkey, table_id, tag, at, NULL FROM change_pending ORDER BY id LIMIT $1)
+  (SELECT true, id, dkey, table_id, tag, at, NULL, 1 FROM change_pending ORDER BY id LIMIT $1)
 ) c ON true`
 
 	// By the index on id: deleted pending rows wait for vacuum at the
@@ -116,8 +116,8 @@ SELECT (SELECT id FROM change_pending ORDER BY id LIMIT 1) IS NOT NULL
 	// all of it on every poll until an ANALYZE.
 	sqlAnyUnsequenced = `
 SELECT (SELECT id FROM change_pending ORDER BY id LIMIT 1) IS NOT NULL
-    OR (SELECT id FROM changes WHERE id > (SELECT scanned FROM change_numbering) ORDER BY id LIMIT 1) IS NOT NULL
-    OR (SELECT id FROM changes WHERE id = ANY((SELECT gaps FROM change_numbering)::bigint[]) ORDER BY id LIMIT 1) IS NOT NULL
+    OR (SELECT id FROM changes WHERE id > (SELECT scanned FROM change_counter) ORDER BY id LIMIT 1) IS NOT NULL
+    OR (SELECT id FROM changes WHERE id = ANY((SELECT gaps FROM change_counter)::bigint[]) ORDER BY id LIMIT 1) IS NOT NULL
     OR EXISTS (SELECT 1 FROM changes WHERE pos IS NULL AND tag IS NOT NULL AND last IS NULL)`
 
 	// Only the rows whose pending row it deletes get a position: the
@@ -130,24 +130,26 @@ SELECT (SELECT id FROM change_pending ORDER BY id LIMIT 1) IS NOT NULL
 WITH d AS (
   DELETE FROM change_pending WHERE id = ANY($2::bigint[])
   RETURNING dkey, id, table_id, at)
-INSERT INTO change_positions (dkey, id, table_id, pos, txn, at)
-SELECT d.dkey, d.id, d.table_id, v.pos, v.txn, d.at
+INSERT INTO change_positions (dkey, id, table_id, pos, txn, at, n)
+SELECT d.dkey, d.id, d.table_id, v.pos, v.txn, d.at, 1
 FROM d JOIN unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[]) AS v(dkey, id, pos, txn)
   ON v.dkey = d.dkey AND v.id = d.id
 ORDER BY v.pos`
 
 	// The positions of rows without pending rows, given in position
 	// order, and the sequencer's state after a run on one PostgreSQL,
-	// which tells the readers ($11: when there are new positions).
+	// which tells the readers ($12: when there are new positions). A
+	// row of a batch's changes (n of them, migration 0009) has the last
+	// of its positions.
 	sqlNumberDirect = `
 WITH p AS (
-  INSERT INTO change_positions (dkey, id, table_id, pos, txn, at)
-  SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::timestamptz[]))
-UPDATE change_numbering SET last = $7::bigint, visible = $7::bigint, scanned = $8, gaps = $9, gap_xmax = $10
-RETURNING CASE WHEN $11 THEN pg_notify('` + feedChannel + `', $7::bigint::text) END`
+  INSERT INTO change_positions (dkey, id, table_id, pos, txn, at, n)
+  SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::timestamptz[], $7::integer[]))
+UPDATE change_counter SET last = $8::bigint, visible = $8::bigint, scanned = $9, gaps = $10, gap_xmax = $11
+RETURNING CASE WHEN $12 THEN pg_notify('` + feedChannel + `', $8::bigint::text) END`
 
-	sqlSetLast    = `UPDATE change_numbering SET last = $1`
-	sqlSetVisible = `UPDATE change_numbering SET visible = $1 WHERE visible < $1`
+	sqlSetLast    = `UPDATE change_counter SET last = $1`
+	sqlSetVisible = `UPDATE change_counter SET visible = $1 WHERE visible < $1`
 
 	// feedChannel is the NOTIFY channel on which the sequencer tells the
 	// replicas' readers that positions became visible.
@@ -167,14 +169,16 @@ var errSequencerBusy = errors.New("another sequencer is at work")
 // transaction that began at its start.
 var errPageCut = errors.New("the page of changes ends inside its first transaction")
 
-// unsequenced is a change row waiting for its position: its key, its
+// unsequenced is a change row waiting for its positions: its key, its
 // transaction's tag and when that transaction began (the row's at), its
-// table; direct: a row without a pending row (0008), and then last: its
+// table, how many changes it holds (n: a batch's, migration 0009; else
+// 1); direct: a row without a pending row (0008), and then last: its
 // transaction's last change.
 type unsequenced struct {
 	dkey, id, tag int64
 	at            time.Time
 	tableID       int64
+	n             int32
 	direct, last  bool
 }
 
@@ -356,7 +360,7 @@ func (s *Store) sequenceOnce(ctx context.Context, wait bool) (int, bool, error) 
 }
 
 // sequenced is what a sequencer run did: n changes numbered, last and
-// visible of change_numbering after it, and whether it published them.
+// visible of change_counter after it, and whether it published them.
 type sequenced struct {
 	n             int
 	more          bool
@@ -451,12 +455,12 @@ func (s *Store) sequenceOn(ctx context.Context, conn *pgx.Conn, wait bool, limit
 	}
 	r.more = cut
 	b = &pgx.Batch{}
-	direct, pending := numberChanges(take, r.last)
+	direct, pending, last := numberChanges(take, r.last)
 	if p := pending; len(p.ids) > 0 {
 		b.Queue(sqlNumberChanges, p.dkeys, p.ids, p.pos, p.txns)
 	}
-	r.n = len(take)
-	r.last += int64(r.n)
+	r.n = int(last - r.last)
+	r.last = last
 	switch {
 	case distributed:
 		if r.n > 0 {
@@ -466,7 +470,7 @@ func (s *Store) sequenceOn(ctx context.Context, conn *pgx.Conn, wait bool, limit
 		// One PostgreSQL commits the numbering at once: it may publish
 		// it in the same transaction.
 		d := direct
-		b.Queue(sqlNumberDirect, d.dkeys, d.ids, d.tables, d.pos, d.txns, d.ats, r.last, next.scanned, next.gaps, next.gapXmax, r.n > 0)
+		b.Queue(sqlNumberDirect, d.dkeys, d.ids, d.tables, d.pos, d.txns, d.ats, d.ns, r.last, next.scanned, next.gaps, next.gapXmax, r.n > 0)
 		r.visible = r.last
 		r.published = r.n > 0
 	}
@@ -505,13 +509,14 @@ func readScan(br pgx.BatchResults, w watermark, limit int, distributed bool) (sc
 		id, dkey, tableID, tag *int64
 		at                     *time.Time
 		last                   *bool
+		n                      *int32
 		above                  int
 	)
-	_, err = pgx.ForEachRow(rows, []any{&sc.xmin, &pending, &id, &dkey, &tableID, &tag, &at, &last}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&sc.xmin, &pending, &id, &dkey, &tableID, &tag, &at, &last, &n}, func() error {
 		if id == nil {
 			return nil // none: the snapshot alone
 		}
-		r := unsequenced{dkey: *dkey, id: *id, tag: *tag, at: *at, tableID: *tableID}
+		r := unsequenced{dkey: *dkey, id: *id, tag: *tag, at: *at, tableID: *tableID, n: *n}
 		switch {
 		case *pending:
 			sc.pending = append(sc.pending, r)
@@ -561,7 +566,7 @@ func extendPending(ctx context.Context, conn *pgx.Conn, sc *scan, distributed bo
 }
 
 func collectUnsequenced(rows pgx.Rows) ([]unsequenced, error) {
-	var r unsequenced
+	r := unsequenced{n: 1}
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (unsequenced, error) {
 		err := row.Scan(&r.dkey, &r.id, &r.tag, &r.at, &r.tableID)
 		return r, err
@@ -569,22 +574,25 @@ func collectUnsequenced(rows pgx.Rows) ([]unsequenced, error) {
 }
 
 // positionColumns are the columns of the positions of some rows: those
-// of sqlInsertPositions, and of sqlNumberChanges (without tables and ats).
+// of sqlNumberDirect, and of sqlNumberChanges (without tables, ats and
+// ns, whose rows hold one change each).
 type positionColumns struct {
 	dkeys, ids, pos, txns, tables []int64
 	ats                           []time.Time
+	ns                            []int32
 }
 
 func (c *positionColumns) add(r unsequenced, pos, txn int64) {
 	c.dkeys, c.ids, c.pos, c.txns = append(c.dkeys, r.dkey), append(c.ids, r.id), append(c.pos, pos), append(c.txns, txn)
-	c.tables, c.ats = append(c.tables, r.tableID), append(c.ats, r.at)
+	c.tables, c.ats, c.ns = append(c.tables, r.tableID), append(c.ats, r.at), append(c.ns, r.n)
 }
 
 // numberChanges gives rows, ordered by id, the positions after last: the
 // rows of one tag together, tags in the order of their first row in
-// feedOrder. It returns the positions of the direct rows and of the
-// others (with pending rows), each in position order.
-func numberChanges(rows []unsequenced, last int64) (direct, pending positionColumns) {
+// feedOrder, a row of n changes n positions (it gets the last of them).
+// It returns the positions of the direct rows and of the others (with
+// pending rows), each in position order, and the last position given.
+func numberChanges(rows []unsequenced, last int64) (direct, pending positionColumns, end int64) {
 	order := feedOrder(rows)
 	byTag := make(map[int64][]int, len(rows))
 	var tags []int64
@@ -598,7 +606,7 @@ func numberChanges(rows []unsequenced, last int64) (direct, pending positionColu
 	for _, tag := range tags {
 		first := last + 1
 		for _, i := range byTag[tag] {
-			last++
+			last += int64(max(rows[i].n, 1))
 			if rows[i].direct {
 				direct.add(rows[i], last, first)
 			} else {
@@ -606,7 +614,7 @@ func numberChanges(rows []unsequenced, last int64) (direct, pending positionColu
 			}
 		}
 	}
-	return direct, pending
+	return direct, pending, last
 }
 
 // idNode is the node whose sequence gave a change row its id. On Citus

@@ -143,6 +143,72 @@ func TestChangesOfBatchesAndFailures(t *testing.T) {
 	}
 }
 
+// A batch of inserts is one change row holding its changes (migration
+// 0009): a reader gets them one by one, in the batch's order, with the
+// ETags the batch answered, and resumes from a cursor inside the batch,
+// whatever its page size.
+func TestChangesOfABatchOfInsertsInPages(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	if err := s.CreateTable(ctx, acct, "feed"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Write(ctx, acct, "feed", &Write{Op: OpInsert, PartitionKey: "p", RowKey: "before"}); err != nil {
+		t.Fatal(err)
+	}
+	var batch []Write
+	for _, rk := range []string{"k4", "k1", "k3", "k0", "k2"} {
+		batch = append(batch, Write{Op: OpInsert, PartitionKey: "q", RowKey: rk, Properties: props("v", rk)})
+	}
+	results, err := s.Batch(ctx, acct, "feed", batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Write(ctx, acct, "feed", &Write{Op: OpInsert, PartitionKey: "p", RowKey: "after"}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"insert p/before", "insert q/k4", "insert q/k1", "insert q/k3", "insert q/k0", "insert q/k2", "insert p/after"}
+	for _, limit := range []int{1, 2, 3, 4, 1000} {
+		t.Run(fmt.Sprint("limit ", limit), func(t *testing.T) {
+			changes, _ := readAll(t, s, "feed", CursorOldest, limit)
+			var got []string
+			cursors := map[string]bool{}
+			for _, c := range changes {
+				got = append(got, fmt.Sprintf("%v %s/%s", c.Op, c.PartitionKey, c.RowKey))
+				if cursors[c.Cursor] {
+					t.Errorf("cursor %s twice", c.Cursor)
+				}
+				cursors[c.Cursor] = true
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("changes %v, want %v", got, want)
+			}
+			for i, c := range changes[1:6] {
+				if c.ETag != results[i].ETag || c.Timestamp != results[i].Timestamp {
+					t.Errorf("change %s: ETag %s at %d, the batch answered %s at %d", c.RowKey, c.ETag, c.Timestamp, results[i].ETag, results[i].Timestamp)
+				}
+				if c.Txn != changes[1].Txn {
+					t.Errorf("change %s: txn %s, the batch's first %s", c.RowKey, c.Txn, changes[1].Txn)
+				}
+				if err := c.Entity.DecodeProperties(); err != nil || fmt.Sprint(c.Entity.Properties) != fmt.Sprint(props("v", c.RowKey)) {
+					t.Errorf("change %s: entity %v, %v", c.RowKey, c.Entity.Properties, err)
+				}
+			}
+			if changes[0].Txn == changes[1].Txn || changes[6].Txn == changes[1].Txn {
+				t.Errorf("txns %s %s %s", changes[0].Txn, changes[1].Txn, changes[6].Txn)
+			}
+			// From every cursor, exactly the changes after it.
+			for i, c := range changes {
+				rest, _ := readAll(t, s, "feed", c.Cursor, limit)
+				if len(rest) != len(changes)-i-1 || len(rest) > 0 && rest[0].Cursor != changes[i+1].Cursor {
+					t.Errorf("after change %d: %d changes", i, len(rest))
+				}
+			}
+		})
+	}
+}
+
 // The purge of a deleted table removes its changes with it, and leaves
 // those of the table created again under its name; retention removes
 // changes past it and moves the oldest cursor on. On Citus too (CI runs

@@ -132,7 +132,7 @@ func TestChangesAroundOpenTransactions(t *testing.T) {
 		t.Fatalf("after b committed and x rolled back: %s, want b d", got)
 	}
 	var gaps []int64
-	if err := s.pool.QueryRow(ctx, `SELECT gaps FROM change_numbering`).Scan(&gaps); err != nil {
+	if err := s.pool.QueryRow(ctx, `SELECT gaps FROM change_counter`).Scan(&gaps); err != nil {
 		t.Fatal(err)
 	}
 	// Another test's transactions may hold the xmin back for a while.
@@ -143,7 +143,7 @@ func TestChangesAroundOpenTransactions(t *testing.T) {
 		if _, _, err := s.sequenceOnce(ctx, true); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.pool.QueryRow(ctx, `SELECT gaps FROM change_numbering`).Scan(&gaps); err != nil {
+		if err := s.pool.QueryRow(ctx, `SELECT gaps FROM change_counter`).Scan(&gaps); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(50 * time.Millisecond)
