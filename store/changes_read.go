@@ -29,15 +29,20 @@ LEFT JOIN LATERAL unnest(c.rks, c.entities) WITH ORDINALITY AS b(rk, props, i) O
 WHERE p.table_id = $1 AND p.pos > $2 AND p.pos <= $3 AND p.pos - p.n + coalesce(b.i, 1) > $2
 ORDER BY p.pos, b.i LIMIT $4`
 
-	// The last expired position among the next $4 after $1. The
+	// The last of the expired positions that precede every unexpired
+	// one among the next $4 after $1. A change's at is its write's, so a
+	// long transaction's changes, numbered when it commits, can be older
+	// than changes before them: purging up to the last expired position
+	// would take those younger changes before their retention ends. The
 	// condition on at outside the LIMIT: inside, a purge that has caught
 	// up (no expired row left) read every retained position to find
 	// none, once a minute, planned as a scan of the whole table.
 	sqlExpiredEnd = `
-SELECT max(pos) FROM (
-  SELECT pos, at FROM change_positions WHERE pos > $1 AND pos <= $2
-  ORDER BY pos LIMIT $4) s
-WHERE at < now() - make_interval(secs => $3)`
+WITH s AS MATERIALIZED (
+  SELECT pos, at < now() - make_interval(secs => $3) AS expired FROM change_positions
+  WHERE pos > $1 AND pos <= $2 ORDER BY pos LIMIT $4)
+SELECT max(pos) FROM s
+WHERE expired AND pos < coalesce((SELECT min(pos) FROM s WHERE NOT expired), $2 + 1)`
 	// By the ids, through the primary key: a join would be planned as
 	// a hash join over all of changes.
 	sqlPurgeChanges = `

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // readAll reads every change of the table after cursor, page by page.
@@ -277,6 +279,46 @@ func TestChangesPurgedCitus(t *testing.T) {
 	}
 	if page, err := s.Changes(ctx, acct, "gone", expired.Oldest, 10); err != nil || len(page.Changes) != 0 {
 		t.Fatalf("from the oldest cursor: %+v %v", page, err)
+	}
+}
+
+// Retention purges a change only once every change before it has expired
+// too: a long transaction's changes are numbered when it commits, after
+// younger changes, while their age is their write's. On Citus too.
+func TestRetentionKeepsYoungerChangesBeforeAnOlderOneCitus(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	if err := s.CreateTable(ctx, acct, "kept"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		if _, err := s.Write(ctx, acct, "kept", &Write{Op: OpInsert, PartitionKey: "p", RowKey: fmt.Sprint(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	page, err := s.Changes(ctx, acct, "kept", CursorOldest, 10)
+	if err != nil || len(page.Changes) != 4 {
+		t.Fatalf("changes: %+v %v", page, err)
+	}
+	// By position: expired, retained, expired (the long transaction's),
+	// retained.
+	id := mustTableID(t, s, "kept")
+	pos, err := pgx.CollectRows(must(s.pool.Query(ctx, `SELECT pos FROM change_positions WHERE table_id = $1 ORDER BY pos`, id)), pgx.RowTo[int64])
+	if err != nil || len(pos) != 4 {
+		t.Fatalf("positions %v, %v", pos, err)
+	}
+	if _, err := s.pool.Exec(ctx, `UPDATE change_positions SET at = $3 WHERE table_id = $1 AND pos = ANY($2)`,
+		id, []int64{pos[0], pos[2]}, time.Now().Add(-2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	s.opts.ChangeFeed.Retention = time.Hour
+	if n, err := s.PurgeChanges(ctx); err != nil || n != 1 {
+		t.Fatalf("retention purged %d, %v; want the first change only", n, err)
+	}
+	page, err = s.Changes(ctx, acct, "kept", page.Changes[0].Cursor, 10)
+	if err != nil || len(page.Changes) != 3 || page.Changes[0].RowKey != "1" {
+		t.Fatalf("after the first change: %+v %v; want the three after it", page, err)
 	}
 }
 
