@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -393,8 +392,8 @@ func comparesProperties(e *filter.Expr) bool {
 // The three numeric types are one family, keyed as float8: an Int32
 // literal matches values of all three.
 func indexDDL(tableID int64, name string, spec IndexSpec) string {
-	prop := quoteLiteral(spec.Property)
-	pred := "props -> " + prop + " ->> 0 = " + quoteLiteral(spec.Type.StoredTag())
+	prop := filter.QuoteLiteral(spec.Property)
+	pred := "props -> " + prop + " ->> 0 = " + filter.QuoteLiteral(spec.Type.StoredTag())
 	value := "props -> " + prop + " ->> 1"
 	opclass := ""
 	switch spec.Type {
@@ -416,8 +415,3 @@ func indexDDL(tableID int64, name string, spec IndexSpec) string {
 	return "CREATE INDEX CONCURRENTLY " + name + " ON entities (" + cols + ") WHERE table_id = " +
 		strconv.FormatInt(tableID, 10) + " AND " + pred
 }
-
-// quoteLiteral quotes s as a SQL string literal (standard_conforming_strings
-// is on since PostgreSQL 9.1). Property names are identifiers and tags
-// fixed words; this is for safety, not need.
-func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }

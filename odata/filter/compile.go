@@ -173,7 +173,7 @@ func (c *compiler) constRef(k int) {
 	if c.literal != "" {
 		switch {
 		case k >= int(odata.EdmString) && k <= int(odata.EdmBinary):
-			c.sb.WriteString(quoteLiteral(odata.EdmType(k).StoredTag()))
+			c.sb.WriteString(QuoteLiteral(odata.EdmType(k).StoredTag()))
 			return
 		case k == constBase64:
 			c.sb.WriteString("'base64'")
@@ -427,15 +427,17 @@ func (c *compiler) lookup(n int) {
 	c.sb.WriteString(c.s.Properties)
 	c.sb.WriteString(" -> ")
 	if c.literal != "" {
-		c.sb.WriteString(quoteLiteral(c.literal))
+		c.sb.WriteString(QuoteLiteral(c.literal))
 		return
 	}
 	c.ref(n, "text")
 }
 
-// quoteLiteral quotes s as a SQL string literal (standard_conforming_strings
-// is on since PostgreSQL 9.1), as the store's index definitions do.
-func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+// QuoteLiteral quotes s as a SQL string literal (standard_conforming_strings
+// is on since PostgreSQL 9.1). The store's index definitions quote their
+// property names and type tags with it, so that the conditions written
+// with Schema.IndexLiterals match them to the byte.
+func QuoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // storedValue writes the stored value of the property whose name is
 // parameter name, as SQL type cast: "" for text, "bytea" decoded from
