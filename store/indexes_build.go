@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // buildState is the index builds this store runs, each in a goroutine with
@@ -226,7 +227,7 @@ func (s *Store) endBuild(ctx context.Context, tableID int64, ix Index, buildErr 
 			msg += "; dropping what it left failed too: " + err.Error()
 		}
 	}
-	tag, err := s.pool.Exec(ctx, sqlSetIndexState, tableID, ix.Name, state, msg)
+	tag, err := s.recordBuildEnd(ctx, tableID, ix.Name, state, msg)
 	s.indexCache.clear() // the index is there for queries now
 	if err != nil {
 		s.buildEnded(ix.Name, fmt.Errorf("record build end: %w", err))
@@ -241,6 +242,25 @@ func (s *Store) endBuild(ctx context.Context, tableID int64, ix Index, buildErr 
 		}
 	}
 	s.buildEnded(ix.Name, buildErr)
+}
+
+// recordBuildEnd sets the state of a build that ended, trying again until
+// ctx ends: nobody else would ever record it (no one takes a build for
+// orphaned before orphanAge), and the index would show as building all
+// that time. On Citus the update is a distributed transaction, which a
+// deadlock with another one, or a node's connection, may fail once.
+func (s *Store) recordBuildEnd(ctx context.Context, tableID int64, name, state, msg string) (pgconn.CommandTag, error) {
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
+		tag, err := s.pool.Exec(ctx, sqlSetIndexState, tableID, name, state, msg)
+		if err == nil {
+			return tag, nil
+		}
+		select {
+		case <-ctx.Done():
+			return tag, err
+		case <-time.After(wait):
+		}
+	}
 }
 
 // IndexBuildObserver is an Observer that is also told how each index

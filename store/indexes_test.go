@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pgtables/pgtables/internal/testdb"
 	"github.com/pgtables/pgtables/odata"
 )
 
@@ -33,10 +34,32 @@ func waitIndexes(t *testing.T, s *Store, table string) []Index {
 			return ixs
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("indexes still building: %+v", ixs)
+			t.Fatalf("indexes still building: %+v\nthe database's busy backends:\n%s", ixs, busyBackends(s.pool))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// busyBackends describes every backend of the database (on Citus, of
+// every node) that is not idle: what a build that does not end waits for.
+func busyBackends(pool *pgxpool.Pool) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	node, view := "'local'", "pg_stat_activity"
+	if testdb.Citus() {
+		node, view = "'node ' || nodeid", "citus_stat_activity"
+	}
+	rows, err := pool.Query(ctx, `SELECT format('%s pid %s %s %s/%s xact %s: %s', `+node+
+		`, pid, state, wait_event_type, wait_event, now() - xact_start, left(regexp_replace(query, '\s+', ' ', 'g'), 300))
+FROM `+view+` WHERE state IS DISTINCT FROM 'idle' AND backend_type = 'client backend' AND pid <> pg_backend_pid() AND query NOT LIKE '%csa_from_one_node%'`)
+	if err != nil {
+		return err.Error()
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err.Error()
+	}
+	return strings.Join(lines, "\n")
 }
 
 // pgIndexes returns the names of the PostgreSQL indexes on entities whose
@@ -172,6 +195,45 @@ FROM tables WHERE account = $1 AND lname = 'bad'`, acct); err != nil {
 	// A failed index may be dropped like any other.
 	if err := s.DropIndex(ctx, acct, "bad", ix.Name); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestIndexBuildEndRecordedAfterAFailure fails the first two statements that
+// record a build's end (as a deadlock or a lost connection would): the
+// build is recorded ready all the same, rather than left building until
+// someone takes it for orphaned.
+func TestIndexBuildEndRecordedAfterAFailure(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	if err := s.CreateTable(ctx, acct, "t"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, `
+CREATE SEQUENCE end_attempts;
+CREATE FUNCTION fail_end() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF nextval('end_attempts') <= 2 THEN
+    RAISE EXCEPTION 'injected failure' USING ERRCODE = '40P01';
+  END IF;
+  RETURN NEW;
+END $$;
+CREATE TRIGGER fail_end BEFORE UPDATE ON property_indexes FOR EACH ROW EXECUTE FUNCTION fail_end()`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateIndex(ctx, acct, "t", IndexSpec{Property: "X", Type: odata.EdmInt32}); err != nil {
+		t.Fatal(err)
+	}
+	ixs := waitIndexes(t, s, "t")
+	if len(ixs) != 1 || ixs[0].State != IndexReady {
+		t.Fatalf("indexes %+v", ixs)
+	}
+	var attempts int64
+	if err := s.pool.QueryRow(ctx, `SELECT last_value FROM end_attempts`).Scan(&attempts); err != nil {
+		t.Fatal(err)
+	}
+	if attempts != 3 {
+		t.Fatalf("%d attempts to record the end, want 3", attempts)
 	}
 }
 
