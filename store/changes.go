@@ -146,7 +146,7 @@ func (s *Store) changeStatement(sql, op string, tagArg int, last string) string 
 func (s *Store) captured(account string, w *Write, op, sql string, args []any) (string, []any) {
 	w.change = nil
 	if s.distributed.Load() && s.feedOn(account) {
-		sql, w.change = s.citusCaptured(w, op, sql)
+		sql, w.change = s.citusCaptured(w, op, sql, len(args))
 		return sql, args
 	}
 	if !s.feedOn(account) {
