@@ -26,9 +26,11 @@ type ChangeFeedConfig struct {
 	// written and reads answer ErrChangeFeedOff.
 	Off bool
 	// OffOnCitus switches the feed off where entities are distributed
-	// (Citus): there a change row is a statement of its own after the
-	// write, and the sequencer's runs are statements on every shard and a
-	// distributed commit, 40-80% more CPU a write (README: Change feed).
+	// (Citus): there the change rows of batches, deletes and writes
+	// through the coordinator are statements of their own after the
+	// writes, and the sequencer's runs are statements on every shard and
+	// a distributed commit: about a quarter more CPU a single write, twice
+	// a batch's (README: Change feed).
 	OffOnCitus bool
 	// OffAccounts are accounts whose feed is off.
 	OffAccounts []string
