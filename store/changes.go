@@ -26,9 +26,11 @@ type ChangeFeedConfig struct {
 	// written and reads answer ErrChangeFeedOff.
 	Off bool
 	// OffOnCitus switches the feed off where entities are distributed
-	// (Citus): there a change row is a statement of its own after the
-	// write, and the sequencer's runs are statements on every shard and a
-	// distributed commit, 40-80% more CPU a write (README: Change feed).
+	// (Citus): there the change rows of batches, deletes and writes
+	// through the coordinator are statements of their own after the
+	// writes, and the sequencer's runs are statements on every shard and
+	// a distributed commit: about a quarter more CPU a single write, twice
+	// a batch's (README: Change feed).
 	OffOnCitus bool
 	// OffAccounts are accounts whose feed is off.
 	OffAccounts []string
@@ -146,7 +148,7 @@ func (s *Store) changeStatement(sql, op string, tagArg int, last string) string 
 func (s *Store) captured(account string, w *Write, op, sql string, args []any) (string, []any) {
 	w.change = nil
 	if s.distributed.Load() && s.feedOn(account) {
-		sql, w.change = s.citusCaptured(w, op, sql)
+		sql, w.change = s.citusCaptured(w, op, sql, len(args))
 		return sql, args
 	}
 	if !s.feedOn(account) {

@@ -29,6 +29,13 @@ import (
 // write, as its own statement, about 200 (pgbench on a worker, four writes
 // a round trip).
 //
+// A single write that runs on its shard's placement (citus_writes.go),
+// where statements are plain PostgreSQL ones on the node's own tables,
+// records its change row as on one PostgreSQL, in the write's statement,
+// into the colocated placement of changes (pendingChange.here): no second
+// statement through Citus, no explicit transaction. Deletes, batches and
+// writes through Citus keep the row after the write.
+//
 // The change rows take migration 0006's form, with the transaction's tag
 // and no pending row, which the sequencer adopts on every run on Citus
 // (sqlAdoptChanges) as it adopts an older release's rows. A pending row
@@ -104,6 +111,12 @@ type pendingChange struct {
 
 	tableID, dkey, xmax, ts, xid int64
 	props                        []byte
+
+	// here is the write with its change row recorded in the same
+	// statement, in 0006's form (last NULL, adopted by the sequencer),
+	// for a direct write (citus_writes.go: recordedHere), taking the
+	// tag as its last argument; "": none (a delete).
+	here string
 }
 
 // dest returns the scan destinations of the columns the write returns for
@@ -130,11 +143,14 @@ var changeOps = map[string]struct {
 
 // citusCaptured returns sql extended to return its change row's columns,
 // and the change to fill from them.
-func (s *Store) citusCaptured(w *Write, op, sql string) (string, *pendingChange) {
+func (s *Store) citusCaptured(w *Write, op, sql string, nargs int) (string, *pendingChange) {
 	o := changeOps[op]
 	c := &pendingChange{tag: w.txn, op: o.op, upsert: o.upsert, pk: w.PartitionKey, rk: w.RowKey}
 	if c.tag == 0 {
 		c.tag = newChangeTag()
+	}
+	if c.op != 4 {
+		c.here = s.changeStatementHere(sql, op, nargs+1)
 	}
 	key := "citus\x00" + op + "\x00" + sql
 	if v, ok := s.changeSQL.Load(key); ok {
@@ -147,6 +163,22 @@ func (s *Store) citusCaptured(w *Write, op, sql string) (string, *pendingChange)
 	}
 	s.changeSQL.Store(key, v)
 	return v, c
+}
+
+// changeStatementHere is changeStatement's statement in 0006's form
+// (last NULL), for a direct write (pendingChange.here): with the change
+// row's id from the node's sequence and its at, which the placement's
+// table, unlike changes, has no defaults for.
+func (s *Store) changeStatementHere(sql, op string, tagArg int) string {
+	key := "here\x00" + op + "\x00" + strconv.Itoa(tagArg) + "\x00" + sql
+	if v, ok := s.changeSQL.Load(key); ok {
+		return v.(string)
+	}
+	v := recordChange(sql, op, tagArg, "NULL::boolean")
+	v = strings.Replace(v, "INSERT INTO changes (dkey, ", "INSERT INTO changes (id, at, dkey, ", 1)
+	v = strings.Replace(v, "\nSELECT dkey, table_id, $", "\nSELECT nextval('changes_id_seq'), now(), dkey, table_id, $", 1)
+	s.changeSQL.Store(key, v)
+	return v
 }
 
 // insertChangesArgs returns insertChangesSQL's statement and arguments

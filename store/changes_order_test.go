@@ -215,7 +215,7 @@ func TestNumberChangesOfBatchRows(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2026, 11, 27, 9, 0, 0, 0, time.UTC)
 	batch := func(id, tag int64, n int32) unsequenced {
-		return unsequenced{dkey: 1, id: id, tag: tag, at: t0, n: n, direct: true, last: true}
+		return unsequenced{dkey: 1, id: id, tag: tag, at: t0.UnixMicro(), n: n, direct: true, last: true}
 	}
 	rows := []unsequenced{batch(10, 7, 100), batch(11, 8, 1), batch(12, 9, 3)}
 	d, p, end := numberChanges(rows, 100)
@@ -237,7 +237,7 @@ func TestNumberChangesOfBatchRows(t *testing.T) {
 
 // pendingRow is a change row with a pending row, waiting for its position.
 func pendingRow(dkey, id, tag int64, at time.Time) unsequenced {
-	return unsequenced{dkey: dkey, id: id, tag: tag, at: at}
+	return unsequenced{dkey: dkey, id: id, tag: tag, at: at.UnixMicro()}
 }
 
 // Cursors round-trip; anything else is refused, never "now" or "oldest".

@@ -87,6 +87,16 @@ func TestChangesRecordEveryWrite(t *testing.T) {
 			t.Errorf("change %d: no properties", i)
 		}
 	}
+	// A position keeps its change's at to the microsecond (a delete's
+	// Timestamp, retention), though a run passes it on as a number.
+	var positions, differ int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE p.at <> c.at)
+FROM change_positions p JOIN changes c ON c.dkey = p.dkey AND c.id = p.id`).Scan(&positions, &differ); err != nil {
+		t.Fatal(err)
+	}
+	if positions != len(writes) || differ != 0 {
+		t.Errorf("%d positions, %d of them with another at than their change's, want %d and 0", positions, differ, len(writes))
+	}
 	// The merge of c kept n and added m.
 	if err := changes[4].Entity.DecodeProperties(); err != nil || len(changes[4].Entity.Properties) != 2 {
 		t.Errorf("merged entity: %+v, %v", changes[4].Entity.Properties, err)

@@ -54,8 +54,12 @@ SELECT (CASE WHEN (SELECT count(*) FROM pg_dist_placement p JOIN pg_dist_local_g
 // (see above).
 type directWrites struct {
 	id       int64
-	lockLive string   // lock the shards' metadata; the table guard
-	stmts    sync.Map // a write's statement through Citus -> on the placement
+	lockLive string // lock the shards' metadata; the table guard
+	// changes is the node's placement of the shard of changes colocated
+	// with the shard: a write records its change row there, in its own
+	// statement (see recordedHere); "": none known.
+	changes string
+	stmts   sync.Map // a write's statement through Citus -> on the placement
 }
 
 func newDirectWrites(id int64, tables string) *directWrites {
@@ -73,21 +77,40 @@ func (d *directWrites) guard(id int64) *guard {
 }
 
 // statement returns sql, a write of entities, as a write of the shard's
-// placement, which it names entities.
+// placement, which it names entities; the insert of its change row, if
+// any (recordChange), goes to the placement of changes.
 func (d *directWrites) statement(sql, shard string) string {
 	if v, ok := d.stmts.Load(sql); ok {
 		return v.(string)
 	}
 	on := sql
 	for _, verb := range [...]string{"INSERT INTO entities ", "UPDATE entities ", "DELETE FROM entities "} {
-		if i := strings.Index(sql, verb); i >= 0 {
+		if i := strings.Index(on, verb); i >= 0 {
 			head := verb[:len(verb)-len("entities ")]
-			on = sql[:i] + head + shard + " AS entities " + sql[i+len(verb):]
+			on = on[:i] + head + shard + " AS entities " + on[i+len(verb):]
 			break
 		}
 	}
+	if d.changes != "" {
+		on = strings.Replace(on, "INSERT INTO changes ", "INSERT INTO "+d.changes+" ", 1)
+	}
 	d.stmts.Store(sql, on)
 	return on
+}
+
+// recordedHere returns the statement, arguments and destinations of a
+// direct write whose change row goes in its own statement, to the
+// placement of changes on the same node (recordChange's form, a plain
+// statement there): none of the second statement through Citus, nor
+// the explicit transaction, that a change row takes after a write through
+// Citus (changes_citus.go). ok is false when the write has no change, or
+// no such placement is known, or it is a delete (whose statement answers
+// the change's columns alone).
+func (d *directWrites) recordedHere(c *pendingChange, sql string, args, dest []any) (string, []any, []any, bool) {
+	if c == nil || c.here == "" || d.changes == "" {
+		return sql, args, dest, false
+	}
+	return c.here, append(args[:len(args):len(args)], c.tag), dest[:len(dest)-len(c.dest())], true
 }
 
 // directRefused reports the failure of a direct write that changed
@@ -119,7 +142,12 @@ func (s *Store) writeGuarded(ctx context.Context, account, lt string, w *Write, 
 	err := s.withTableID(ctx, account, lt, n, func(_, writes *combiner, id int64) error {
 		args[0] = id
 		if d := sr.direct; d != nil && n != nil && writes == n.writes {
-			op := &combined{key: key, sql: d.writes.statement(sql, d.shard), args: args, scan: dest, guard: d.writes.guard(id), change: w.change, done: make(chan struct{})}
+			sql, args, dest, here := d.writes.recordedHere(w.change, sql, args, dest)
+			change := w.change
+			if here {
+				change = nil
+			}
+			op := &combined{key: key, sql: d.writes.statement(sql, d.shard), args: args, scan: dest, guard: d.writes.guard(id), change: change, done: make(chan struct{})}
 			err := writes.submit(ctx, op)
 			if !directRefused(err) {
 				tag = op.tag

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -204,5 +205,51 @@ func TestCitusWriteOnPlacementWaitsForAMove(t *testing.T) {
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("the write after the lock: %v", err)
+	}
+}
+
+// A direct write with the feed on records its change row in its own
+// statement, on the placement of changes beside the shard's, with the id
+// and at that the placement's table has no defaults for; a delete, and a
+// node whose placement of changes is not known, keep the change row for
+// after the write (changes_citus.go).
+func TestDirectWriteRecordsItsChangeHere(t *testing.T) {
+	t.Parallel()
+	s := &Store{}
+	for _, c := range []struct {
+		name, op, sql, changes string
+		here                   bool
+	}{
+		{"insert", changeInsert, sqlInsertByID, "changes_7", true},
+		{"upsert", changeUpsertReplace, sqlUpsertReplaceByID, "changes_7", true},
+		{"update", changeReplace, sqlUpdateByID, "changes_7", true},
+		{"delete", changeDelete, sqlDeleteByID, "changes_7", false},
+		{"no placement of changes", changeInsert, sqlInsertByID, "", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			d := newDirectWrites(5, "tables_1")
+			d.changes = c.changes
+			w := &Write{PartitionKey: "p", RowKey: "r"}
+			args := make([]any, 7)
+			_, ch := s.citusCaptured(w, c.op, c.sql, len(args))
+			dest := append([]any{new(uint32)}, ch.dest()...)
+			sql, gotArgs, gotDest, here := d.recordedHere(ch, c.sql, args, dest)
+			if here != c.here {
+				t.Fatalf("here %v, want %v", here, c.here)
+			}
+			if !here {
+				return
+			}
+			on := d.statement(sql, "entities_5")
+			for _, want := range []string{" entities_5 AS entities ", "INSERT INTO changes_7 (id, at, dkey,", "SELECT nextval('changes_id_seq'), now(), dkey,", "$8::bigint, NULL::boolean"} {
+				if !strings.Contains(on, want) {
+					t.Errorf("statement lacks %q:\n%s", want, on)
+				}
+			}
+			if len(gotArgs) != len(args)+1 || gotArgs[len(args)] != ch.tag || len(gotDest) != 1 {
+				t.Errorf("%d arguments (last %v), %d destinations; want %d (the tag %d), 1", len(gotArgs), gotArgs[len(gotArgs)-1], len(gotDest), len(args)+1, ch.tag)
+			}
+		})
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -42,11 +43,15 @@ const routeRefresh = 5 * time.Second
 const routeDown = 5 * time.Second
 
 // sqlPlacements lists the shards of entities with their hash ranges and
-// the node of one healthy placement, in hash order. entities::regclass
-// follows the search_path, as the store's statements do.
+// the node of one healthy placement, in hash order, and the name of the
+// shard of changes colocated with each (NULL where changes is not
+// distributed alike). entities::regclass follows the search_path, as the
+// store's statements do.
 const sqlPlacements = `
 SELECT s.shardminvalue::integer, s.shardmaxvalue::integer, n.groupid = 0, n.nodename, n.nodeport,
-  s.shardid, shard_name('entities'::regclass, s.shardid)
+  s.shardid, shard_name('entities'::regclass, s.shardid),
+  (SELECT shard_name(c.logicalrelid, c.shardid) FROM pg_dist_shard c
+   WHERE c.logicalrelid = to_regclass('changes') AND c.shardminvalue = s.shardminvalue)
 FROM pg_dist_shard s
 JOIN pg_dist_placement p ON p.shardid = s.shardid
 JOIN pg_dist_node n ON n.groupid = p.groupid
@@ -202,10 +207,11 @@ func (r *router) load(ctx context.Context) error {
 		port     int32
 		shardID  int64
 		shard    string
+		changes  pgtype.Text
 	}
 	var found []row
 	var x row
-	_, err = pgx.ForEachRow(rows, []any{&x.min, &x.max, &x.coord, &x.host, &x.port, &x.shardID, &x.shard}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&x.min, &x.max, &x.coord, &x.host, &x.port, &x.shardID, &x.shard, &x.changes}, func() error {
 		found = append(found, x)
 		return nil
 	})
@@ -224,6 +230,7 @@ func (r *router) load(ctx context.Context) error {
 			}
 			if _, ok := local[sr.node.addr]; ok {
 				sr.direct = newDirectRead(f.shardID, f.shard, tablesShard)
+				sr.direct.writes.changes = f.changes.String
 			}
 		}
 		p.ranges = append(p.ranges, sr)
