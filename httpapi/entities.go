@@ -122,6 +122,7 @@ func (rq *request) queryEntities() error {
 	rq.clipQuery(&q)
 	enc := rq.encoder(rq.t.table)
 	enc.Select = sel
+	q.Encode = enc.AppendEntityObject
 	page, err := rq.srv.store.QueryEntities(rq.r().Context(), rq.t.account, rq.t.table, q)
 	if err != nil {
 		return err

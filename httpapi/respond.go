@@ -6,6 +6,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/pgtables/pgtables/odata"
@@ -141,7 +142,12 @@ const dataServiceVersionKey = "Dataserviceversion"
 func (rq *request) writeJSON(status int, body []byte) error {
 	// The key in the canonical form Header.Set would make of
 	// DataServiceVersion, without the work and the allocation of making it.
-	rq.header()[dataServiceVersionKey] = []string{"3.0;"}
+	h := rq.header()
+	h[dataServiceVersionKey] = []string{"3.0;"}
+	// The length, known here, rather than the chunks net/http sends a body
+	// of more than its buffer in: a client then reads a page of entities
+	// into one buffer of its size instead of growing one chunk by chunk.
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
 	return rq.c.Blob(status, rq.format.ContentType(), body)
 }
 

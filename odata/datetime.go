@@ -39,25 +39,44 @@ func ValidDateTime(ticks int64) bool { return ticks >= MinDateTime && ticks <= M
 // AppendDateTime appends ticks as yyyy-MM-ddTHH:mm:ss[.fffffff]Z. With fixed,
 // all seven fractional digits are written (the stored form, whose text order
 // is time order); otherwise trailing zeros are dropped, as Azure writes them.
+//
+// Every entity of a page writes its Timestamp and its ETag's, so the date
+// comes from the day count by integer arithmetic (civilDate), not through
+// time.Time.
 func AppendDateTime(dst []byte, ticks int64, fixed bool) []byte {
-	t := TimeOf(ticks)
-	year, month, day := t.Date()
-	hour, min, sec := t.Clock()
-	frac := int((ticks - unixEpochTicks) % ticksPerSecond)
-	if frac < 0 {
-		frac += ticksPerSecond
+	var year, month, day, hour, min, sec, frac int
+	if ticks >= 0 {
+		days, rest := ticks/ticksPerDay, ticks%ticksPerDay
+		year, month, day = civilDate(days)
+		frac = int(rest % ticksPerSecond)
+		secs := int(rest / ticksPerSecond)
+		hour, min, sec = secs/3600, secs/60%60, secs%60
+	} else {
+		t := TimeOf(ticks)
+		var m time.Month
+		year, m, day = t.Date()
+		month = int(m)
+		hour, min, sec = t.Clock()
+		frac = int((ticks - unixEpochTicks) % ticksPerSecond)
+		if frac < 0 {
+			frac += ticksPerSecond
+		}
 	}
-	dst = appendInt(dst, year, 4)
+	if year >= 1000 && year <= 9999 {
+		dst = append2(append2(dst, year/100), year%100)
+	} else {
+		dst = appendInt(dst, year, 4)
+	}
 	dst = append(dst, '-')
-	dst = appendInt(dst, int(month), 2)
+	dst = append2(dst, month)
 	dst = append(dst, '-')
-	dst = appendInt(dst, day, 2)
+	dst = append2(dst, day)
 	dst = append(dst, 'T')
-	dst = appendInt(dst, hour, 2)
+	dst = append2(dst, hour)
 	dst = append(dst, ':')
-	dst = appendInt(dst, min, 2)
+	dst = append2(dst, min)
 	dst = append(dst, ':')
-	dst = appendInt(dst, sec, 2)
+	dst = append2(dst, sec)
 	if fixed || frac != 0 {
 		dst = append(dst, '.')
 		n := 7
@@ -70,6 +89,35 @@ func AppendDateTime(dst []byte, ticks int64, fixed bool) []byte {
 		dst = appendInt(dst, frac, n)
 	}
 	return append(dst, 'Z')
+}
+
+const ticksPerDay = 86400 * ticksPerSecond
+
+// civilDate returns the proleptic Gregorian date of the day days after
+// 0001-01-01 (days >= 0): the days are counted from 0000-03-01, so that a
+// leap day ends its year, in eras of 400 years of 146097 days.
+func civilDate(days int64) (year, month, day int) {
+	z := int(days) + 306 // 0000-03-01 to 0001-01-01
+	era := z / 146097
+	doe := z - era*146097                                  // day of the era, 0..146096
+	yoe := (doe - doe/1460 + doe/36524 - doe/146096) / 365 // year of the era, 0..399
+	doy := doe - (365*yoe + yoe/4 - yoe/100)               // day of the year from March 1, 0..365
+	mp := (5*doy + 2) / 153                                // month from March, 0..11
+	day = doy - (153*mp+2)/5 + 1
+	month = mp + 3
+	if month > 12 {
+		month -= 12
+	}
+	year = yoe + era*400
+	if month <= 2 {
+		year++
+	}
+	return year, month, day
+}
+
+// append2 appends v (0..99) as two digits.
+func append2(dst []byte, v int) []byte {
+	return append(dst, byte('0'+v/10), byte('0'+v%10))
 }
 
 // FormatDateTime returns the wire form of ticks (trailing zeros dropped).

@@ -3,6 +3,7 @@ package odata
 import (
 	"encoding/base64"
 	"math"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 )
@@ -59,9 +60,19 @@ func (enc *Encoder) AppendEntities(dst []byte, es []Entity) []byte {
 		dst = append(dst, ',')
 	}
 	dst = append(dst, `"value":[`...)
+	// Written already, the entities' size is known: one allocation at most.
+	n := 0
+	for i := range es {
+		n += len(es[i].Encoded) + 1
+	}
+	dst = slices.Grow(dst, n+2)
 	for i := range es {
 		if i > 0 {
 			dst = append(dst, ',')
+		}
+		if es[i].Encoded != nil {
+			dst = append(dst, es[i].Encoded...)
+			continue
 		}
 		dst = append(dst, '{')
 		dst = enc.appendEntityMembers(dst, &es[i])

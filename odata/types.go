@@ -67,6 +67,11 @@ type Property struct {
 // stored form (Stored, PostgreSQL's text of it) with Properties nil: the
 // Encoder writes them from there without decoding, which is most of the
 // read path's work. DecodeProperties fills Properties when they are needed.
+//
+// A page of a query may come already written (Encoded): each entity as
+// its object, by the Encoder of the document that holds it, written as
+// its row arrived from the database, so that the page's writing overlaps
+// the database's sending, and the stored form is never copied.
 type Entity struct {
 	PartitionKey string
 	RowKey       string
@@ -74,6 +79,10 @@ type Entity struct {
 	ETag         string
 	Properties   []Property
 	Stored       []byte
+	// Encoded is the entity as AppendEntityObject of the document's
+	// Encoder writes it, when written already; Properties and Stored are
+	// then nil.
+	Encoded []byte
 }
 
 // DecodeProperties fills Properties from Stored, if they are not there yet.

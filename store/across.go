@@ -93,7 +93,7 @@ func (s *Store) acrossPage(ctx context.Context, account, table string, q EntityQ
 	if err != nil {
 		return &EntityPage{}, err
 	}
-	return runPageOn(ctx, tx, q.Top, sql, args)
+	return runPageOn(ctx, tx, q.rows(), sql, args)
 }
 
 // acrossSQL builds the statement of a page across partitions.

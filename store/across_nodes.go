@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgtype"
+
 	"github.com/pgtables/pgtables/odata"
 )
 
@@ -100,12 +102,16 @@ func nodeShards(p *placements, upAt int64) (nodes []*node, shards [][]*directRea
 	return nodes, shards
 }
 
-// nodeRow is one entity row of a node's answer.
+// nodeRow is one entity row of a node's answer: its entity, written
+// already when ready (see readNode), or else the row's fields.
 type nodeRow struct {
 	pk, rk string
 	ts     int64
 	xmin   uint32
 	props  []byte
+	size   int // of the stored properties
+	entity odata.Entity
+	ready  bool
 }
 
 // nodeAnswer is what one node's statement gave.
@@ -141,11 +147,7 @@ func (s *Store) scanFromPartition(ctx context.Context, account, table string, q 
 	}
 	rest := q
 	rest.Top = q.Top - len(head.Entities)
-	bytes := 0
-	for _, e := range head.Entities {
-		bytes += len(e.Stored)
-	}
-	tail, ok, err := s.acrossNodesOf(ctx, account, table, rest, pageStatement{afterPK: q.FromPK, hasAfterPK: true}, bytes)
+	tail, ok, err := s.acrossNodesOf(ctx, account, table, rest, pageStatement{afterPK: q.FromPK, hasAfterPK: true}, head.stored)
 	if !ok || err != nil {
 		return tail, ok, err
 	}
@@ -192,7 +194,7 @@ func (s *Store) readNodes(ctx context.Context, rt *router, account, table string
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			answers[i] = readNode(ctx, n, acrossNodesSQL(shards[i], ofTable, rest, q.Top), args)
+			answers[i] = readNode(ctx, n, acrossNodesSQL(shards[i], ofTable, rest, q.Top), args, q.Encode, (q.Top+1)/len(nodes)+1)
 		}()
 	}
 	wg.Wait()
@@ -204,7 +206,7 @@ func (s *Store) readNodes(ctx context.Context, rt *router, account, table string
 	if h := rt.acrossHook; h != nil {
 		h()
 	}
-	return mergeNodes(answers, q.Top, bytes), true, nil
+	return mergeNodes(answers, q.rows(), bytes), true, nil
 }
 
 // nodeAnswered tells what a node's answer to a page's statement on its
@@ -250,19 +252,33 @@ func (s *Store) partitionOnNode(ctx context.Context, account, table, pk string, 
 	return s.readNodes(ctx, rt, account, table, q, st, 0, []*node{n}, [][]*directRead{{sr.direct}})
 }
 
-// readNode runs a node's statement of a page.
-func readNode(ctx context.Context, n *node, sql string, args []any) (a nodeAnswer) {
+// readNode runs a node's statement of a page. With encode, the node's
+// first share rows are written as they arrive, beside the other nodes'
+// (rowEntity): about what the merge keeps of each node's rows when the
+// page's matches spread over the nodes, as partitions do; the rest stay
+// rows, written only if the merge keeps them.
+func readNode(ctx context.Context, n *node, sql string, args []any, encode func([]byte, *odata.Entity) []byte, share int) (a nodeAnswer) {
 	rows, err := n.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return nodeAnswer{err: err}
 	}
 	defer rows.Close()
-	var live int
-	var r nodeRow
+	var (
+		live int
+		r    nodeRow
+		raw  pgtype.DriverBytes
+		enc  encodedChunks
+	)
 	for rows.Next() {
 		if rows.RawValues()[2] == nil { // no entity: the checks' row alone
 			a.err = rows.Scan(&live, &a.here, nil, nil, nil, nil, nil)
-		} else if a.err = rows.Scan(&live, &a.here, &r.pk, &r.rk, &r.ts, &r.xmin, &r.props); a.err == nil {
+		} else if a.err = rows.Scan(&live, &a.here, &r.pk, &r.rk, &r.ts, &r.xmin, &raw); a.err == nil {
+			r.size = len(raw)
+			if r.ready = encode != nil && len(a.rows) < share; r.ready {
+				r.entity, r.props = rowEntity(r.pk, r.rk, r.ts, r.xmin, raw, encode, &enc), nil
+			} else {
+				r.props = append([]byte(nil), raw...)
+			}
 			a.rows = append(a.rows, r)
 		}
 		if a.err != nil {
@@ -277,9 +293,9 @@ func readNode(ctx context.Context, n *node, sql string, args []any) (a nodeAnswe
 // page of top entities: each node sent its first top+1 matches, so the
 // first top+1 of all are among them. bytes of properties are on the page
 // already (see pageFill).
-func mergeNodes(answers []nodeAnswer, top, bytes int) *EntityPage {
-	page := &EntityPage{Entities: make([]odata.Entity, 0, min(top, 64))}
-	fill := pageFill{page: page, top: top, bytes: bytes}
+func mergeNodes(answers []nodeAnswer, pr pageRows, bytes int) *EntityPage {
+	page := &EntityPage{Entities: make([]odata.Entity, 0, min(pr.top, 64))}
+	fill := pageFill{page: page, rows: pr, bytes: bytes}
 	next := make([]int, len(answers))
 	for !page.More {
 		best := -1
@@ -287,21 +303,25 @@ func mergeNodes(answers []nodeAnswer, top, bytes int) *EntityPage {
 			if next[i] == len(a.rows) {
 				continue
 			}
-			if best < 0 || keyLess(a.rows[next[i]], answers[best].rows[next[best]]) {
+			if best < 0 || keyLess(&a.rows[next[i]], &answers[best].rows[next[best]]) {
 				best = i
 			}
 		}
 		if best < 0 {
 			break
 		}
-		r := answers[best].rows[next[best]]
+		r := &answers[best].rows[next[best]]
 		next[best]++
-		fill.add(r.pk, r.rk, r.ts, r.xmin, r.props)
+		if !r.ready {
+			fill.add(r.pk, r.rk, r.ts, r.xmin, r.props)
+		} else if fill.fits(r.pk, r.rk) {
+			fill.put(r.entity, r.size)
+		}
 	}
 	return page
 }
 
 // keyLess orders rows as the shards' "C" collation does: by bytes.
-func keyLess(a, b nodeRow) bool {
+func keyLess(a, b *nodeRow) bool {
 	return a.pk < b.pk || a.pk == b.pk && a.rk < b.rk
 }

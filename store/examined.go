@@ -38,6 +38,6 @@ UNION ALL SELECT NULL, NULL, (` + sqlExamined + `), NULL, NULL`
 
 // runPageCounted is runPageOn that also counts the rows the statement
 // examined, into the page's Examined (collectPage reads the counts).
-func runPageCounted(ctx context.Context, db querier, top int, sql string, args []any) (*EntityPage, error) {
-	return runPageOn(ctx, db, top, sqlExaminedBefore+sql+sqlExaminedAfter, args)
+func runPageCounted(ctx context.Context, db querier, rows pageRows, sql string, args []any) (*EntityPage, error) {
+	return runPageOn(ctx, db, rows, sqlExaminedBefore+sql+sqlExaminedAfter, args)
 }

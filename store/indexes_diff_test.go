@@ -93,25 +93,35 @@ func TestIndexDifferential(t *testing.T) {
 	for i := 0; i < cases; i++ {
 		f := diffFilter(rng, 3)
 		top := []int{7, 40, 1000}[rng.IntN(3)]
-		want := diffPages(t, s, "plain", f, top)
-		got := diffPages(t, s, "indexed", f, top)
+		want := diffPages(t, s, "plain", f, top, nil)
+		got := diffPages(t, s, "indexed", f, top, nil)
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("filter %s, top %d:\nwith indexes    %v\nwithout indexes %v", f, top, got, want)
+		}
+		// Written as they arrive (EntityQuery.Encode), the pages are the same.
+		if got := diffPages(t, s, "indexed", f, top, diffEncode); !reflect.DeepEqual(got, want) {
+			t.Fatalf("filter %s, top %d, encoded:\nwith indexes    %v\nwithout indexes %v", f, top, got, want)
 		}
 		if coordinator == nil {
 			continue
 		}
-		if got := diffPages(t, coordinator, "indexed", f, top); !reflect.DeepEqual(got, want) {
+		if got := diffPages(t, coordinator, "indexed", f, top, diffEncode); !reflect.DeepEqual(got, want) {
 			t.Fatalf("filter %s, top %d, through the coordinator:\nwith indexes    %v\nwithout indexes %v", f, top, got, want)
 		}
 	}
 }
 
+// diffEncode writes an entity as diffPages does.
+func diffEncode(dst []byte, e *odata.Entity) []byte {
+	return fmt.Appendf(dst, "%s/%s=%s ", e.PartitionKey, e.RowKey, e.Stored)
+}
+
 // diffPages follows a query's continuations and returns every page: its
-// entities' keys and properties, and its continuation.
-func diffPages(t *testing.T, s *Store, table string, f *filter.Expr, top int) []string {
+// entities' keys and properties, and its continuation. With encode, the
+// query writes its entities as they arrive, and they must all be written.
+func diffPages(t *testing.T, s *Store, table string, f *filter.Expr, top int, encode func([]byte, *odata.Entity) []byte) []string {
 	t.Helper()
-	q := EntityQuery{Filter: f, Top: top}
+	q := EntityQuery{Filter: f, Top: top, Encode: encode}
 	var pages []string
 	for {
 		page, err := s.QueryEntities(context.Background(), acct, table, q)
@@ -120,7 +130,14 @@ func diffPages(t *testing.T, s *Store, table string, f *filter.Expr, top int) []
 		}
 		var b strings.Builder
 		for _, e := range page.Entities {
-			fmt.Fprintf(&b, "%s/%s=%s ", e.PartitionKey, e.RowKey, e.Stored)
+			if encode != nil && (e.Encoded == nil || e.Stored != nil) {
+				t.Fatalf("%s: entity %s/%s not encoded", f, e.PartitionKey, e.RowKey)
+			}
+			if e.Encoded != nil {
+				b.Write(e.Encoded)
+				continue
+			}
+			b.Write(diffEncode(nil, &e))
 		}
 		if page.More {
 			fmt.Fprintf(&b, "next %q %q", page.NextPK, page.NextRK)

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/pgtables/pgtables/odata"
 	"github.com/pgtables/pgtables/odata/filter"
@@ -47,6 +49,11 @@ type EntityQuery struct {
 	// Range limits the result to the keys of a shared access signature's
 	// key range, whatever the filter and continuation ask for.
 	Range KeyRange
+	// Encode, when set, writes each entity of the page as its row arrives
+	// (odata.Entity's Encoded), as AppendEntityObject of the Encoder of the
+	// response does: the page is then written while the database still
+	// sends it, and its stored properties are never copied.
+	Encode func(dst []byte, e *odata.Entity) []byte
 
 	count bool // count the rows the page's statement examines
 
@@ -78,6 +85,9 @@ type EntityPage struct {
 	// (examined.go). It tells a page that scanned much to find little.
 	Examined int64
 	Counted  bool
+	// stored is the size of the entities' stored properties (pageFill),
+	// which Encoded entities no longer hold.
+	stored int
 }
 
 // queryEntities returns one page of the entities of a table that match q,
@@ -185,6 +195,9 @@ type pageStatement struct {
 	generic bool
 }
 
+// rows is how a page of q takes its statements' rows: up to $top.
+func (q *EntityQuery) rows() pageRows { return pageRows{top: q.Top, encode: q.Encode} }
+
 // statement is the one statement of a page on a single node: from the
 // continuation, one row past $top to know where the next page starts.
 func (q *EntityQuery) statement() pageStatement {
@@ -262,26 +275,26 @@ func (q *EntityQuery) appendPartition(distributed bool, account, table string, s
 	return sql + " AND e.dkey = $" + strconv.Itoa(len(args)), args
 }
 
-// runPage runs a page's statement and collects up to top entities and the
-// key of the one after them. When the statement fails midway, the page
-// holds what arrived before, in order, along with the error.
-func (s *Store) runPage(ctx context.Context, top int, sql string, args []any) (*EntityPage, error) {
-	return runPageOn(ctx, s.pool, top, sql, args)
+// runPage runs a page's statement and collects up to rows.top entities
+// and the key of the one after them. When the statement fails midway, the
+// page holds what arrived before, in order, along with the error.
+func (s *Store) runPage(ctx context.Context, rows pageRows, sql string, args []any) (*EntityPage, error) {
+	return runPageOn(ctx, s.pool, rows, sql, args)
 }
 
 // runPageOn is runPage on a given connection, transaction or pool (a
 // partition's node: route.go).
-func runPageOn(ctx context.Context, db querier, top int, sql string, args []any) (*EntityPage, error) {
+func runPageOn(ctx context.Context, db querier, pr pageRows, sql string, args []any) (*EntityPage, error) {
 	rows, err := db.Query(ctx, sql, args...)
-	return collectPage(rows, err, top)
+	return collectPage(rows, err, pr)
 }
 
 // collectPage reads a page statement's rows, as runPageOn describes;
 // err is the error of sending the statement. Rows with a NULL key are the
 // counts of rows examined of a counted statement (examined.go), before
 // and after the page's rows.
-func collectPage(rows pgx.Rows, err error, top int) (*EntityPage, error) {
-	page := &EntityPage{Entities: make([]odata.Entity, 0, min(top, 64))}
+func collectPage(rows pgx.Rows, err error, pr pageRows) (*EntityPage, error) {
+	page := &EntityPage{Entities: make([]odata.Entity, 0, min(pr.top, 64))}
 	if err != nil {
 		return page, classify(fmt.Errorf("query entities: %w", err))
 	}
@@ -291,10 +304,17 @@ func collectPage(rows pgx.Rows, err error, top int) (*EntityPage, error) {
 		ts            int64
 		xmin          uint32
 		props         []byte
+		raw           pgtype.DriverBytes
 		counts        int
 		countedBefore int64
 	)
-	fill := pageFill{page: page, top: top}
+	// Encoded as it arrives, a row's properties are read where the driver
+	// holds them, until the next row.
+	dest := []any{&pk, &rk, &ts, &xmin, &props}
+	if pr.encode != nil {
+		dest[4] = &raw
+	}
+	fill := pageFill{page: page, rows: pr}
 	for rows.Next() {
 		if rows.RawValues()[0] == nil {
 			if err := rows.Scan(nil, nil, &ts, nil, nil); err != nil {
@@ -310,8 +330,11 @@ func collectPage(rows pgx.Rows, err error, top int) (*EntityPage, error) {
 		if page.More {
 			continue // up to the count after the page, if any
 		}
-		if err := rows.Scan(&pk, &rk, &ts, &xmin, &props); err != nil {
+		if err := rows.Scan(dest...); err != nil {
 			return page, classify(fmt.Errorf("query entities: %w", err))
+		}
+		if pr.encode != nil {
+			props = raw
 		}
 		fill.add(pk, rk, ts, xmin, props)
 	}
@@ -321,26 +344,83 @@ func collectPage(rows pgx.Rows, err error, top int) (*EntityPage, error) {
 	return page, nil
 }
 
-// pageFill adds rows in key order to a page of up to top entities,
+// pageRows is how a page takes rows in key order: up to top entities, each
+// written by encode as it is added when that is set (EntityQuery.Encode).
+type pageRows struct {
+	top    int
+	encode func(dst []byte, e *odata.Entity) []byte
+}
+
+// pageFill adds rows in key order to a page of up to rows.top entities,
 // ending it early past pageBytes of properties, and notes the key of the
 // first row that did not fit as where the next page starts.
 type pageFill struct {
-	page       *EntityPage
-	top, bytes int
+	page  *EntityPage
+	rows  pageRows
+	bytes int
+	enc   encodedChunks
 }
 
-// add adds one row to the page, or notes where the next page starts.
-// pgx gives each row its own props slice, so the page may keep it.
+// add adds one row to the page, or notes where the next page starts. pgx
+// gives each row its own props slice, so the page may keep it; with
+// rows.encode, props are the driver's, and only their encoding stays.
 func (f *pageFill) add(pk, rk string, ts int64, xmin uint32, props []byte) {
+	if f.fits(pk, rk) {
+		f.put(rowEntity(pk, rk, ts, xmin, props, f.rows.encode, &f.enc), len(props))
+	}
+}
+
+// fits reports whether the row with key (pk, rk) goes on the page; when it
+// is the first that does not, it notes it as where the next page starts.
+func (f *pageFill) fits(pk, rk string) bool {
 	p := f.page
 	switch {
 	case p.More:
-	case len(p.Entities) == f.top || (f.bytes > pageBytes && len(p.Entities) > 0):
+		return false
+	case len(p.Entities) == f.rows.top || (f.bytes > pageBytes && len(p.Entities) > 0):
 		p.More, p.NextPK, p.NextRK = true, pk, rk
-	default:
-		f.bytes += len(props)
-		p.Entities = append(p.Entities, odata.Entity{PartitionKey: pk, RowKey: rk, Timestamp: ts, ETag: formatETag(ts, xmin, pk, rk), Stored: props})
+		return false
 	}
+	return true
+}
+
+// put adds e, which fits, with size bytes of stored properties.
+func (f *pageFill) put(e odata.Entity, size int) {
+	f.bytes += size
+	f.page.stored += size
+	f.page.Entities = append(f.page.Entities, e)
+}
+
+// rowEntity is the entity of a row, written by encode into enc's chunks
+// when that is set.
+func rowEntity(pk, rk string, ts int64, xmin uint32, props []byte, encode func([]byte, *odata.Entity) []byte, enc *encodedChunks) odata.Entity {
+	e := odata.Entity{PartitionKey: pk, RowKey: rk, Timestamp: ts, ETag: formatETag(ts, xmin, pk, rk), Stored: props}
+	if encode != nil {
+		e.Encoded, e.Stored = enc.write(encode, &e), nil
+	}
+	return e
+}
+
+// encodedChunks holds encoded entities in chunks that are never moved,
+// so that each entity's Encoded stays a piece of one: a chunk with less
+// than encodedRoom left gives way to a new one of encodedChunk bytes
+// rather than grow into a copy (an entity larger than what is left still
+// grows it, once).
+type encodedChunks struct{ buf []byte }
+
+const (
+	encodedChunk = 64 << 10
+	encodedRoom  = 4 << 10
+)
+
+// write encodes e with encode and returns its bytes.
+func (c *encodedChunks) write(encode func([]byte, *odata.Entity) []byte, e *odata.Entity) []byte {
+	if cap(c.buf)-len(c.buf) < encodedRoom {
+		c.buf = make([]byte, 0, encodedChunk)
+	}
+	start := len(c.buf)
+	c.buf = encode(c.buf, e)
+	return c.buf[start:len(c.buf):len(c.buf)]
 }
 
 // emptyPageTable tells an empty page from a missing table.
@@ -390,7 +470,8 @@ func (s *Store) scanEntities(ctx context.Context, account, table string, q Entit
 	}
 	page := &EntityPage{Entities: make([]odata.Entity, 0, min(q.Top, 64))}
 	fromPK, fromRK, hasPK, hasRK := q.FromPK, q.FromRK, q.HasFromPK, q.HasFromRK
-	bytes := 0
+	size := 0
+	var enc encodedChunks
 	for {
 		args := []any{tableID}
 		where := ""
@@ -427,7 +508,7 @@ func (s *Store) scanEntities(ctx context.Context, account, table string, q Entit
 			pk, rk  string
 			ts      int64
 			xmin    uint32
-			props   []byte
+			props   pgtype.DriverBytes
 			scanned int
 			full    bool
 		)
@@ -441,13 +522,17 @@ func (s *Store) scanEntities(ctx context.Context, account, table string, q Entit
 			if props == nil {
 				return nil
 			}
-			if len(page.Entities) == q.Top || (bytes > pageBytes && len(page.Entities) > 0) {
+			if len(page.Entities) == q.Top || (size > pageBytes && len(page.Entities) > 0) {
 				page.More, page.NextPK, page.NextRK = true, pk, rk
 				full = true
 				return errPageFull
 			}
-			bytes += len(props)
-			page.Entities = append(page.Entities, odata.Entity{PartitionKey: pk, RowKey: rk, Timestamp: ts, ETag: formatETag(ts, xmin, pk, rk), Stored: props})
+			size += len(props)
+			stored := []byte(props)
+			if q.Encode == nil {
+				stored = bytes.Clone(stored) // the driver's until the next row
+			}
+			page.Entities = append(page.Entities, rowEntity(pk, rk, ts, xmin, stored, q.Encode, &enc))
 			return nil
 		})
 		if err != nil && !errors.Is(err, errPageFull) {

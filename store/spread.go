@@ -30,15 +30,15 @@ func (s *Store) pageOf(ctx context.Context, account, table string, q EntityQuery
 				// Not counted: the coordinator reads no rows of a shard
 				// itself, and a node hides its shards from pg_class, and
 				// so from the statistics views.
-				page, err = runPageOn(ctx, pool, q.Top, sql, args)
+				page, err = runPageOn(ctx, pool, q.rows(), sql, args)
 				return err
 			})
 			return page, err
 		}
 		if q.count && !distributed {
-			return runPageCounted(ctx, s.pool, q.Top, sql, args)
+			return runPageCounted(ctx, s.pool, q.rows(), sql, args)
 		}
-		return s.runPage(ctx, q.Top, sql, args)
+		return s.runPage(ctx, q.rows(), sql, args)
 	}
 	if page, ok, err := s.acrossNodes(ctx, account, table, q); ok {
 		return page, err
@@ -116,7 +116,7 @@ func (s *Store) runStatement(ctx context.Context, account, table string, q Entit
 	if err != nil {
 		return &EntityPage{}, err
 	}
-	return s.runPage(ctx, st.limit-1, sql, args)
+	return s.runPage(ctx, pageRows{top: st.limit - 1, encode: q.Encode}, sql, args)
 }
 
 // entityKey is the key of one entity.
