@@ -52,18 +52,19 @@ const (
 	etagMiddle = `'-`
 )
 
-// keyHash is FNV-1a over the keys, which cannot contain U+0000.
-func keyHash(pk, rk string) uint32 {
+// keyHash is FNV-1a over the keys, which cannot contain U+0000; a page's
+// rows give them as the driver's bytes (see collectPage).
+func keyHash[K string | []byte](pk, rk K) uint32 {
 	h := uint32(2166136261)
-	mix := func(s string) {
-		for i := 0; i < len(s); i++ {
-			h ^= uint32(s[i])
-			h *= 16777619
-		}
+	for i := 0; i < len(pk); i++ {
+		h ^= uint32(pk[i])
+		h *= 16777619
 	}
-	mix(pk)
 	h *= 16777619 // the separator, a zero byte
-	mix(rk)
+	for i := 0; i < len(rk); i++ {
+		h ^= uint32(rk[i])
+		h *= 16777619
+	}
 	return h
 }
 
@@ -72,21 +73,26 @@ func formatETag(ts int64, xmin uint32, pk, rk string) string {
 }
 
 func formatETagHash(ts int64, xmin, keys uint32) string {
-	b := make([]byte, 0, 64)
-	b = append(b, etagPrefix...)
+	var b [64]byte
+	return string(appendETag(b[:0], ts, xmin, keys))
+}
+
+// appendETag appends the ETag of formatETagHash to dst.
+func appendETag(dst []byte, ts int64, xmin, keys uint32) []byte {
+	dst = append(dst, etagPrefix...)
 	var dt [32]byte
 	for _, c := range odata.AppendDateTime(dt[:0], ts, true) {
 		if c == ':' {
-			b = append(b, "%3A"...)
+			dst = append(dst, "%3A"...)
 		} else {
-			b = append(b, c)
+			dst = append(dst, c)
 		}
 	}
-	b = append(b, etagMiddle...)
-	b = strconv.AppendUint(b, uint64(xmin), 10)
-	b = append(b, '-')
-	b = strconv.AppendUint(b, uint64(keys), 16)
-	return string(append(b, '"'))
+	dst = append(dst, etagMiddle...)
+	dst = strconv.AppendUint(dst, uint64(xmin), 10)
+	dst = append(dst, '-')
+	dst = strconv.AppendUint(dst, uint64(keys), 16)
+	return append(dst, '"')
 }
 
 // ParseMatch parses the values of the If-Match header; nil means the

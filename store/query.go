@@ -287,16 +287,21 @@ func collectPage(rows pgx.Rows, err error, top int) (*EntityPage, error) {
 	}
 	defer rows.Close()
 	var (
-		pk, rk        string
 		ts            int64
 		xmin          uint32
-		props         []byte
+		props         propsArena
+		row           []byte // a row's keys and ETag, made one string
 		counts        int
 		countedBefore int64
 	)
 	fill := pageFill{page: page, top: top}
+	// One slice of destinations for every row: Scan's arguments escape.
+	dest := []any{nil, nil, &ts, &xmin, &props}
 	for rows.Next() {
-		if rows.RawValues()[0] == nil {
+		// The keys are text, the same bytes in either format: they are
+		// read from the row as they are, without a string each.
+		raw := rows.RawValues()
+		if raw[0] == nil {
 			if err := rows.Scan(nil, nil, &ts, nil, nil); err != nil {
 				return page, classify(fmt.Errorf("count examined rows: %w", err))
 			}
@@ -310,15 +315,48 @@ func collectPage(rows pgx.Rows, err error, top int) (*EntityPage, error) {
 		if page.More {
 			continue // up to the count after the page, if any
 		}
-		if err := rows.Scan(&pk, &rk, &ts, &xmin, &props); err != nil {
+		pk, rk := raw[0], raw[1]
+		if fill.full() {
+			page.More, page.NextPK, page.NextRK = true, string(pk), string(rk)
+			continue
+		}
+		if err := rows.Scan(dest...); err != nil {
 			return page, classify(fmt.Errorf("query entities: %w", err))
 		}
-		fill.add(pk, rk, ts, xmin, props)
+		row = appendETag(append(append(row[:0], pk...), rk...), ts, xmin, keyHash(pk, rk))
+		s := string(row)
+		fill.push(odata.Entity{PartitionKey: s[:len(pk)], RowKey: s[len(pk) : len(pk)+len(rk)], Timestamp: ts, ETag: s[len(pk)+len(rk):], Stored: props.last})
 	}
 	if err := rows.Err(); err != nil {
 		return page, classify(fmt.Errorf("query entities: %w", err))
 	}
 	return page, nil
+}
+
+// propsArena receives the properties of a page's rows from pgx (as a
+// pgtype.BytesScanner) and copies them into chunks that the rows share:
+// an allocation per row, as scanning into a []byte makes, costs more than
+// encoding the row's JSON. last is the latest row's, nil for NULL, and
+// cannot be appended to in place.
+type propsArena struct{ chunk, last []byte }
+
+// propsChunkMax bounds a chunk: the first is small, for the pages of one
+// entity, and each is twice the one before up to this size.
+const propsChunkMax = 64 << 10
+
+// ScanBytes implements pgtype.BytesScanner.
+func (a *propsArena) ScanBytes(v []byte) error {
+	if v == nil {
+		a.last = nil
+		return nil
+	}
+	if a.chunk == nil || len(v) > cap(a.chunk)-len(a.chunk) {
+		a.chunk = make([]byte, 0, max(len(v), min(2*cap(a.chunk), propsChunkMax), 512))
+	}
+	n := len(a.chunk)
+	a.chunk = append(a.chunk, v...)
+	a.last = a.chunk[n:len(a.chunk):len(a.chunk)]
+	return nil
 }
 
 // pageFill adds rows in key order to a page of up to top entities,
@@ -330,17 +368,28 @@ type pageFill struct {
 }
 
 // add adds one row to the page, or notes where the next page starts.
-// pgx gives each row its own props slice, so the page may keep it.
+// The page keeps props: the caller gives each row its own.
 func (f *pageFill) add(pk, rk string, ts int64, xmin uint32, props []byte) {
-	p := f.page
 	switch {
-	case p.More:
-	case len(p.Entities) == f.top || (f.bytes > pageBytes && len(p.Entities) > 0):
-		p.More, p.NextPK, p.NextRK = true, pk, rk
+	case f.page.More:
+	case f.full():
+		f.page.More, f.page.NextPK, f.page.NextRK = true, pk, rk
 	default:
-		f.bytes += len(props)
-		p.Entities = append(p.Entities, odata.Entity{PartitionKey: pk, RowKey: rk, Timestamp: ts, ETag: formatETag(ts, xmin, pk, rk), Stored: props})
+		f.push(odata.Entity{PartitionKey: pk, RowKey: rk, Timestamp: ts, ETag: formatETag(ts, xmin, pk, rk), Stored: props})
 	}
+}
+
+// full reports whether the page is complete: the next row starts the next
+// page.
+func (f *pageFill) full() bool {
+	n := len(f.page.Entities)
+	return n == f.top || (f.bytes > pageBytes && n > 0)
+}
+
+// push adds e to the page.
+func (f *pageFill) push(e odata.Entity) {
+	f.bytes += len(e.Stored)
+	f.page.Entities = append(f.page.Entities, e)
 }
 
 // emptyPageTable tells an empty page from a missing table.
