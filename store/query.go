@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -386,10 +387,16 @@ func (f *pageFill) full() bool {
 	return n == f.top || (f.bytes > pageBytes && n > 0)
 }
 
-// push adds e to the page.
+// push adds e to the page. A full slice grows fourfold, up to top: a
+// page of 1,000 is copied twice on its way, not five times as append
+// would.
 func (f *pageFill) push(e odata.Entity) {
 	f.bytes += len(e.Stored)
-	f.page.Entities = append(f.page.Entities, e)
+	p := f.page
+	if n := len(p.Entities); n == cap(p.Entities) && f.top > n {
+		p.Entities = slices.Grow(p.Entities, min(f.top, 4*max(n, 16))-n)
+	}
+	p.Entities = append(p.Entities, e)
 }
 
 // emptyPageTable tells an empty page from a missing table.
