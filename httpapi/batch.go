@@ -123,14 +123,16 @@ const maxSubHeaderBytes = 64 << 10
 func parseSubRequest(b []byte) (*subRequest, error) {
 	sr := &subRequest{header: make(http.Header, 8)}
 	values := make([]string, 0, 8) // backs the header's one-value slices
-	rest := b
+	// The request line and the headers are read from one string, which
+	// their strings share: a string each would cost an allocation each.
+	rest := string(b[:headerBlockLen(b)])
 	line := func() (string, bool) {
 		if len(rest) == 0 {
 			return "", false
 		}
-		l, after, _ := bytes.Cut(rest, []byte("\n"))
+		l, after, _ := strings.Cut(rest, "\n")
 		rest = after
-		return string(bytes.TrimSuffix(l, []byte("\r"))), true
+		return strings.TrimSuffix(l, "\r"), true
 	}
 	var reqLine string
 	for {
@@ -180,17 +182,40 @@ func parseSubRequest(b []byte) (*subRequest, error) {
 			}
 		}
 	}
-	if len(b)-len(rest) > maxSubHeaderBytes {
+	body := b[headerBlockLen(b)-len(rest):]
+	if len(b)-len(body) > maxSubHeaderBytes {
 		return nil, odata.Detailf(odata.ErrInvalidInput, "A batch operation's headers exceed %d bytes.", maxSubHeaderBytes)
 	}
-	sr.body = bytes.TrimSpace(rest)
+	sr.body = bytes.TrimSpace(body)
 	if cl := sr.header.Values("Content-Length"); cl != nil {
 		n, err := strconv.ParseUint(cl[0], 10, 31)
-		if len(cl) != 1 || err != nil || int(n) < len(sr.body) || int(n) > len(rest) {
+		if len(cl) != 1 || err != nil || int(n) < len(sr.body) || int(n) > len(body) {
 			return nil, odata.Detailf(odata.ErrInvalidInput, "A batch operation's Content-Length (%s) does not match its body of %d bytes.", odata.Truncate(strings.Join(cl, ", "), 40), len(sr.body))
 		}
 	}
 	return sr, nil
+}
+
+// headerBlockLen is the length of what parseSubRequest reads as the
+// request line and headers of b: blank lines, the request line, header
+// lines, and the empty line after them (all of b when there is none).
+func headerBlockLen(b []byte) int {
+	n, requestLine := 0, false
+	for n < len(b) {
+		l, _, found := bytes.Cut(b[n:], []byte("\n"))
+		n += len(l)
+		if found {
+			n++
+		}
+		l = bytes.TrimSuffix(l, []byte("\r"))
+		switch {
+		case !requestLine:
+			requestLine = len(bytes.TrimSpace(l)) != 0
+		case len(l) == 0:
+			return n
+		}
+	}
+	return n
 }
 
 // batchOp is a validated operation of a changeset.
@@ -464,6 +489,7 @@ func (rq *request) sendBatch(w *batchWriter) error {
 // batchWriter builds the multipart response text.
 type batchWriter struct {
 	buf               []byte
+	loc               []byte // a sub-response's Location, reused
 	batchBoundary     string
 	changesetBoundary string
 	open              bool // a changeset response is open
@@ -471,6 +497,11 @@ type batchWriter struct {
 
 func newBatchWriter() *batchWriter {
 	return &batchWriter{batchBoundary: "batchresponse_" + newRequestID(), changesetBoundary: "changesetresponse_" + newRequestID()}
+}
+
+// lineBytes is line(name, string(value)).
+func (w *batchWriter) lineBytes(name string, value []byte) {
+	w.buf = append(append(append(w.buf, name...), value...), "\r\n"...)
 }
 
 func (w *batchWriter) line(s ...string) {
@@ -550,12 +581,16 @@ func (w *batchWriter) succeed(rq *request, ops []batchOp, writes []store.Write, 
 		op, wr, res := &ops[i], &writes[i], &results[i]
 		switch wr.Op {
 		case store.OpInsert:
-			loc := strings.ReplaceAll(svc+"/"+odata.EntityPath(op.t.table, wr.PartitionKey, wr.RowKey), jsSplitToken, jsSplitEscaped)
+			w.loc = odata.AppendEntityPath(append(append(w.loc[:0], svc...), '/'), op.t.table, wr.PartitionKey, wr.RowKey)
+			if bytes.Contains(w.loc, []byte(jsSplitToken)) {
+				w.loc = bytes.ReplaceAll(w.loc, []byte(jsSplitToken), []byte(jsSplitEscaped))
+			}
+			loc := w.loc
 			if op.prefer == "return-no-content" {
 				w.part(w.changesetBoundary, http.StatusNoContent)
 				w.line("Preference-Applied: return-no-content")
-				w.line("Location: ", loc)
-				w.line("DataServiceId: ", loc)
+				w.lineBytes("Location: ", loc)
+				w.lineBytes("DataServiceId: ", loc)
 				w.line("ETag: ", res.ETag)
 				w.line()
 				w.line()
@@ -568,7 +603,7 @@ func (w *batchWriter) succeed(rq *request, ops []batchOp, writes []store.Write, 
 				w.line("Preference-Applied: return-content")
 			}
 			w.line("Content-Type: ", op.format.ContentType())
-			w.line("Location: ", loc)
+			w.lineBytes("Location: ", loc)
 			w.line("ETag: ", res.ETag)
 			w.line()
 			entity = enc.AppendEntity(entity[:0], &e)

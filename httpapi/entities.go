@@ -41,7 +41,7 @@ func (rq *request) insertEntity() error {
 		return err
 	}
 	enc := rq.encoder(rq.t.table)
-	setRaw(rq.header(), "ETag", res.ETag)
+	rq.setHeader("ETag", res.ETag)
 	e := odata.Entity{PartitionKey: eb.PartitionKey, RowKey: eb.RowKey, Timestamp: res.Timestamp, ETag: res.ETag, Properties: eb.Properties}
 	return rq.created(enc.ServiceURL+"/"+odata.EntityPath(rq.t.table, eb.PartitionKey, eb.RowKey),
 		func(b []byte) []byte { return enc.AppendEntity(b, &e) })
@@ -74,7 +74,7 @@ func (rq *request) updateEntity(op store.Op) error {
 	if err != nil {
 		return err
 	}
-	setRaw(rq.header(), "ETag", res.ETag)
+	rq.setHeader("ETag", res.ETag)
 	return rq.writeNoContent(http.StatusNoContent)
 }
 
@@ -110,7 +110,7 @@ func (rq *request) getEntity() error {
 	if err != nil {
 		return err
 	}
-	setRaw(rq.header(), "ETag", e.ETag)
+	rq.setHeader("ETag", e.ETag)
 	return rq.writeBody(http.StatusOK, func(b []byte) []byte { return enc.AppendEntity(b, e) })
 }
 

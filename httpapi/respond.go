@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/labstack/echo/v4"
+
 	"github.com/pgtables/pgtables/odata"
 )
 
@@ -142,18 +144,23 @@ const dataServiceVersionKey = "Dataserviceversion"
 func (rq *request) writeJSON(status int, body []byte) error {
 	// The key in the canonical form Header.Set would make of
 	// DataServiceVersion, without the work and the allocation of making it.
-	h := rq.header()
-	h[dataServiceVersionKey] = []string{"3.0;"}
+	rq.setHeader(dataServiceVersionKey, "3.0;")
 	// The length, known here, rather than the chunks net/http sends a body
 	// of more than its buffer in: a client then reads a page of entities
 	// into one buffer of its size instead of growing one chunk by chunk.
-	h["Content-Length"] = []string{strconv.Itoa(len(body))}
-	return rq.c.Blob(status, rq.format.ContentType(), body)
+	rq.setHeader("Content-Length", strconv.Itoa(len(body)))
+	// Set here as Blob would (when absent), Content-Type costs no
+	// Header.Set.
+	ctype := rq.format.ContentType()
+	if _, ok := rq.header()[echo.HeaderContentType]; !ok {
+		rq.setHeader(echo.HeaderContentType, ctype)
+	}
+	return rq.c.Blob(status, ctype, body)
 }
 
 // writeNoContent sends a bodyless answer.
 func (rq *request) writeNoContent(status int) error {
-	rq.header()["Content-Length"] = []string{"0"}
+	rq.setHeader("Content-Length", "0")
 	rq.c.Response().WriteHeader(status)
 	return nil
 }
@@ -185,13 +192,8 @@ func setRaw(h http.Header, name, value string) { h[name] = []string{value} }
 // resource's document, or 204 when the client prefers no content; either
 // way with its Location.
 func (rq *request) created(location string, fill func([]byte) []byte) error {
-	h := rq.header()
-	// Canonical keys and one slice for the values, as commonHeaders.
-	vals := make([]string, 0, 3)
-	set := func(canonicalKey, v string) {
-		vals = append(vals, v)
-		h[canonicalKey] = vals[len(vals)-1 : len(vals) : len(vals)]
-	}
+	// Canonical keys, as commonHeaders.
+	set := rq.setHeader
 	set("Location", location)
 	switch rq.preference() {
 	case "return-no-content":

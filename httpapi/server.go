@@ -175,6 +175,24 @@ type request struct {
 	grant  grant // what the request's SAS or token allows; nil with an account key
 	// bodyRead is set once the whole body has been read.
 	bodyRead bool
+	// hvals backs the values of the response headers setHeader sets, so
+	// that they come with the request's own allocation.
+	hvals [12]string
+	nh    int
+}
+
+// setHeader sets a response header to one value. key goes on the wire as
+// given: the canonical form, or Azure's spelling (see setRaw).
+func (rq *request) setHeader(key, v string) {
+	h := rq.header()
+	if rq.nh == len(rq.hvals) {
+		h[key] = []string{v}
+		return
+	}
+	i := rq.nh
+	rq.nh++
+	rq.hvals[i] = v
+	h[key] = rq.hvals[i : i+1 : i+1]
 }
 
 func (rq *request) r() *http.Request { return rq.c.Request() }
@@ -262,15 +280,9 @@ func (rq *request) recoverPanic() {
 // well-formed).
 func (rq *request) commonHeaders() bool {
 	r := rq.r()
-	h := rq.header()
-	// Every answer carries these; the keys are written in canonical form
-	// and the values share one slice, which spares Header.Set's work and
-	// allocations on each request.
-	vals := make([]string, 0, 6)
-	set := func(canonicalKey, v string) {
-		vals = append(vals, v)
-		h[canonicalKey] = vals[len(vals)-1 : len(vals) : len(vals)]
-	}
+	// Every answer carries these; the keys are written in canonical form,
+	// which spares Header.Set's work on each request.
+	set := rq.setHeader
 	set("X-Ms-Request-Id", rq.id)
 	set("Cache-Control", "no-cache")
 	set("X-Content-Type-Options", "nosniff")

@@ -355,9 +355,13 @@ func (enc *Encoder) appendTableMembers(dst []byte, name string) []byte {
 // percent-encoded the way .NET and Go's url.PathEscape do it, except for the
 // quotes that delimit the literals, which every SDK sends literally.
 func EntityPath(table, pk, rk string) string {
-	b := append([]byte(nil), table...)
-	b = appendKeyPredicate(b, pk, rk)
-	return string(b)
+	return string(AppendEntityPath(nil, table, pk, rk))
+}
+
+// AppendEntityPath appends EntityPath(table, pk, rk) to dst.
+func AppendEntityPath(dst []byte, table, pk, rk string) []byte {
+	dst = append(dst, table...)
+	return appendKeyPredicate(dst, pk, rk)
 }
 
 // appendEntityPath is EntityPath for the inside of a JSON string: the

@@ -52,18 +52,19 @@ const (
 	etagMiddle = `'-`
 )
 
-// keyHash is FNV-1a over the keys, which cannot contain U+0000.
-func keyHash(pk, rk string) uint32 {
+// keyHash is FNV-1a over the keys, which cannot contain U+0000; a page's
+// rows give them as the driver's bytes (see collectPage).
+func keyHash[K string | []byte](pk, rk K) uint32 {
 	h := uint32(2166136261)
-	mix := func(s string) {
-		for i := 0; i < len(s); i++ {
-			h ^= uint32(s[i])
-			h *= 16777619
-		}
+	for i := 0; i < len(pk); i++ {
+		h ^= uint32(pk[i])
+		h *= 16777619
 	}
-	mix(pk)
 	h *= 16777619 // the separator, a zero byte
-	mix(rk)
+	for i := 0; i < len(rk); i++ {
+		h ^= uint32(rk[i])
+		h *= 16777619
+	}
 	return h
 }
 
@@ -71,29 +72,34 @@ func formatETag(ts int64, xmin uint32, pk, rk string) string {
 	return formatETagHash(ts, xmin, keyHash(pk, rk))
 }
 
-// formatETagHash writes the ETag with one allocation, and the Timestamp's
+// formatETagHash writes the ETag with one allocation.
+func formatETagHash(ts int64, xmin, keys uint32) string {
+	var b [80]byte
+	return string(appendETag(b[:0], ts, xmin, keys))
+}
+
+// appendETag appends the ETag of formatETagHash to dst, the Timestamp's
 // colons (at 13 and 16 of the fixed form of four-digit years) by position:
 // every entity of a page has an ETag.
-func formatETagHash(ts int64, xmin, keys uint32) string {
-	var buf [80]byte
-	b := append(buf[:0], etagPrefix...)
+func appendETag(dst []byte, ts int64, xmin, keys uint32) []byte {
+	dst = append(dst, etagPrefix...)
 	var dt [32]byte
 	if d := odata.AppendDateTime(dt[:0], ts, true); len(d) == len("2006-01-02T15:04:05.0000000Z") {
-		b = append(append(append(append(append(b, d[:13]...), "%3A"...), d[14:16]...), "%3A"...), d[17:]...)
+		dst = append(append(append(append(append(dst, d[:13]...), "%3A"...), d[14:16]...), "%3A"...), d[17:]...)
 	} else {
 		for _, c := range d {
 			if c == ':' {
-				b = append(b, "%3A"...)
+				dst = append(dst, "%3A"...)
 			} else {
-				b = append(b, c)
+				dst = append(dst, c)
 			}
 		}
 	}
-	b = append(b, etagMiddle...)
-	b = strconv.AppendUint(b, uint64(xmin), 10)
-	b = append(b, '-')
-	b = strconv.AppendUint(b, uint64(keys), 16)
-	return string(append(b, '"'))
+	dst = append(dst, etagMiddle...)
+	dst = strconv.AppendUint(dst, uint64(xmin), 10)
+	dst = append(dst, '-')
+	dst = strconv.AppendUint(dst, uint64(keys), 16)
+	return append(dst, '"')
 }
 
 // ParseMatch parses the values of the If-Match header; nil means the

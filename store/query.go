@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -300,23 +301,27 @@ func collectPage(rows pgx.Rows, err error, pr pageRows) (*EntityPage, error) {
 	}
 	defer rows.Close()
 	var (
-		pk, rk        string
 		ts            int64
 		xmin          uint32
-		props         []byte
-		raw           pgtype.DriverBytes
+		props         propsArena
+		driver        pgtype.DriverBytes
+		row           []byte // a row's keys and ETag, made one string
 		counts        int
 		countedBefore int64
 	)
-	// Encoded as it arrives, a row's properties are read where the driver
-	// holds them, until the next row.
-	dest := []any{&pk, &rk, &ts, &xmin, &props}
-	if pr.encode != nil {
-		dest[4] = &raw
-	}
 	fill := pageFill{page: page, rows: pr}
+	// One slice of destinations for every row: Scan's arguments escape.
+	// Encoded as it arrives, a row's properties are read where the driver
+	// holds them, until the next row; else they are copied into props.
+	dest := []any{nil, nil, &ts, &xmin, &props}
+	if pr.encode != nil {
+		dest[4] = &driver
+	}
 	for rows.Next() {
-		if rows.RawValues()[0] == nil {
+		// The keys are text, the same bytes in either format: they are
+		// read from the row as they are, without a string each.
+		raw := rows.RawValues()
+		if raw[0] == nil {
 			if err := rows.Scan(nil, nil, &ts, nil, nil); err != nil {
 				return page, classify(fmt.Errorf("count examined rows: %w", err))
 			}
@@ -330,18 +335,53 @@ func collectPage(rows pgx.Rows, err error, pr pageRows) (*EntityPage, error) {
 		if page.More {
 			continue // up to the count after the page, if any
 		}
+		pk, rk := raw[0], raw[1]
+		if fill.full() {
+			page.More, page.NextPK, page.NextRK = true, string(pk), string(rk)
+			continue
+		}
 		if err := rows.Scan(dest...); err != nil {
 			return page, classify(fmt.Errorf("query entities: %w", err))
 		}
+		stored := props.last
 		if pr.encode != nil {
-			props = raw
+			stored = driver
 		}
-		fill.add(pk, rk, ts, xmin, props)
+		row = appendETag(append(append(row[:0], pk...), rk...), ts, xmin, keyHash(pk, rk))
+		s := string(row)
+		e := odata.Entity{PartitionKey: s[:len(pk)], RowKey: s[len(pk) : len(pk)+len(rk)], Timestamp: ts, ETag: s[len(pk)+len(rk):], Stored: stored}
+		fill.put(encoded(e, pr.encode, &fill.enc), len(stored))
 	}
 	if err := rows.Err(); err != nil {
 		return page, classify(fmt.Errorf("query entities: %w", err))
 	}
 	return page, nil
+}
+
+// propsArena receives the properties of a page's rows from pgx (as a
+// pgtype.BytesScanner) and copies them into chunks that the rows share:
+// an allocation per row, as scanning into a []byte makes, costs more than
+// encoding the row's JSON. last is the latest row's, nil for NULL, and
+// cannot be appended to in place.
+type propsArena struct{ chunk, last []byte }
+
+// propsChunkMax bounds a chunk: the first is small, for the pages of one
+// entity, and each is twice the one before up to this size.
+const propsChunkMax = 64 << 10
+
+// ScanBytes implements pgtype.BytesScanner.
+func (a *propsArena) ScanBytes(v []byte) error {
+	if v == nil {
+		a.last = nil
+		return nil
+	}
+	if a.chunk == nil || len(v) > cap(a.chunk)-len(a.chunk) {
+		a.chunk = make([]byte, 0, max(len(v), min(2*cap(a.chunk), propsChunkMax), 512))
+	}
+	n := len(a.chunk)
+	a.chunk = append(a.chunk, v...)
+	a.last = a.chunk[n:len(a.chunk):len(a.chunk)]
+	return nil
 }
 
 // pageRows is how a page takes rows in key order: up to top entities, each
@@ -361,9 +401,9 @@ type pageFill struct {
 	enc   encodedChunks
 }
 
-// add adds one row to the page, or notes where the next page starts. pgx
-// gives each row its own props slice, so the page may keep it; with
-// rows.encode, props are the driver's, and only their encoding stays.
+// add adds one row to the page, or notes where the next page starts. The
+// page keeps props, which must be the row's own, unless rows.encode
+// writes them: then only their encoding stays.
 func (f *pageFill) add(pk, rk string, ts int64, xmin uint32, props []byte) {
 	if f.fits(pk, rk) {
 		f.put(rowEntity(pk, rk, ts, xmin, props, f.rows.encode, &f.enc), len(props))
@@ -373,28 +413,45 @@ func (f *pageFill) add(pk, rk string, ts int64, xmin uint32, props []byte) {
 // fits reports whether the row with key (pk, rk) goes on the page; when it
 // is the first that does not, it notes it as where the next page starts.
 func (f *pageFill) fits(pk, rk string) bool {
-	p := f.page
 	switch {
-	case p.More:
+	case f.page.More:
 		return false
-	case len(p.Entities) == f.rows.top || (f.bytes > pageBytes && len(p.Entities) > 0):
-		p.More, p.NextPK, p.NextRK = true, pk, rk
+	case f.full():
+		f.page.More, f.page.NextPK, f.page.NextRK = true, pk, rk
 		return false
 	}
 	return true
 }
 
-// put adds e, which fits, with size bytes of stored properties.
+// full reports whether the page is complete: the next row starts the next
+// page.
+func (f *pageFill) full() bool {
+	n := len(f.page.Entities)
+	return n == f.rows.top || (f.bytes > pageBytes && n > 0)
+}
+
+// put adds e, which fits, with size bytes of stored properties. A full
+// slice grows fourfold, up to top: a page of 1,000 is copied twice on its
+// way, not five times as append would.
 func (f *pageFill) put(e odata.Entity, size int) {
 	f.bytes += size
-	f.page.stored += size
-	f.page.Entities = append(f.page.Entities, e)
+	p := f.page
+	p.stored += size
+	if n := len(p.Entities); n == cap(p.Entities) && f.rows.top > n {
+		p.Entities = slices.Grow(p.Entities, min(f.rows.top, 4*max(n, 16))-n)
+	}
+	p.Entities = append(p.Entities, e)
 }
 
 // rowEntity is the entity of a row, written by encode into enc's chunks
 // when that is set.
 func rowEntity(pk, rk string, ts int64, xmin uint32, props []byte, encode func([]byte, *odata.Entity) []byte, enc *encodedChunks) odata.Entity {
-	e := odata.Entity{PartitionKey: pk, RowKey: rk, Timestamp: ts, ETag: formatETag(ts, xmin, pk, rk), Stored: props}
+	return encoded(odata.Entity{PartitionKey: pk, RowKey: rk, Timestamp: ts, ETag: formatETag(ts, xmin, pk, rk), Stored: props}, encode, enc)
+}
+
+// encoded is e, written by encode into enc's chunks in place of its
+// stored properties when encode is set.
+func encoded(e odata.Entity, encode func([]byte, *odata.Entity) []byte, enc *encodedChunks) odata.Entity {
 	if encode != nil {
 		e.Encoded, e.Stored = enc.write(encode, &e), nil
 	}
