@@ -29,7 +29,7 @@ type ChangeFeedConfig struct {
 	// (Citus): there the change rows of batches, deletes and writes
 	// through the coordinator are statements of their own after the
 	// writes, and the sequencer's runs are statements on every shard and
-	// a distributed commit: about a quarter more CPU a single write, twice
+	// a distributed commit: a quarter to four fifths more CPU a single write, twice
 	// a batch's (README: Change feed).
 	OffOnCitus bool
 	// OffAccounts are accounts whose feed is off.

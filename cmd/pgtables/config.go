@@ -156,7 +156,7 @@ func parseConfig(name string, args []string, getenv func(string) string, stderr 
 	boolean(&c.console, "console", "PGTABLES_CONSOLE", "true", "serve the web console at /-/console/")
 	integer(&c.dbMaxConns, "db-max-conns", "PGTABLES_DB_MAX_CONNS", "20", 1, "maximum database connections")
 	integer(&c.maxIndexes, "max-indexes", "PGTABLES_MAX_INDEXES", "10", 1, "property indexes a table may have (README: Property indexes)")
-	str(&c.changeFeed, "change-feed", "PGTABLES_CHANGE_FEED", "auto", "the change feed of every account's tables: on, off, or auto: on with one PostgreSQL, off on Citus, where it adds about a quarter to a single write and doubles a batch (README: Change feed)")
+	str(&c.changeFeed, "change-feed", "PGTABLES_CHANGE_FEED", "auto", "the change feed of every account's tables: on, off, or auto: on with one PostgreSQL, off on Citus, where it adds a quarter to four fifths to a single write and doubles a batch (README: Change feed)")
 	str(&c.changeFeedOff, "change-feed-off", "PGTABLES_CHANGE_FEED_ACCOUNTS_OFF", "", "comma-separated accounts whose change feed is off")
 	duration(&c.changeFeedRetention, "change-feed-retention", "PGTABLES_CHANGE_FEED_RETENTION", "24h", "how long the change feed keeps changes")
 	integer(&c.dbCombine, "db-combine", "PGTABLES_DB_COMBINE", "0", 0, "round trips of point reads, and of single-entity writes, in flight before further ones share them; 0: one per 16 connections, at least one")
