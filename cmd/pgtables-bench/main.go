@@ -388,7 +388,12 @@ func runScenario(ctx context.Context, cfg *config, sc scenario, backends []backe
 
 // phase runs the scenario's operation from every worker for d (or until n
 // operations are done) and returns the latencies of successful operations.
-// Failed operations are counted in res and keep the run invalid.
+// Failed operations are counted in res and keep the run invalid. An
+// operation in flight when d ends runs to its end, and the phase with it:
+// cancelled, it would go on in the server (a write commits all the same)
+// while the next phase starts, whose conditional update of that entity
+// would then fail on the ETag it read before that commit, and whose CPU
+// would count the cancelled one's work.
 func phase(ctx context.Context, cfg *config, sc scenario, b backend, data dataSet, run string, d time.Duration, n int, pp *progressPrinter, res *result) ([]time.Duration, time.Duration) {
 	var (
 		wg      sync.WaitGroup
@@ -397,15 +402,14 @@ func phase(ctx context.Context, cfg *config, sc scenario, b backend, data dataSe
 		started atomic.Int64
 		done    atomic.Int64
 	)
-	pctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	if n <= 0 {
-		var cancelT context.CancelFunc
-		pctx, cancelT = context.WithTimeout(pctx, d)
-		defer cancelT()
-	}
 	record := pp != nil
 	start := time.Now()
+	more := func() bool {
+		if n <= 0 {
+			return time.Since(start) < d
+		}
+		return started.Add(1) <= int64(n)
+	}
 	stopProgress := pp.start(&done)
 	for id := 0; id < cfg.concurrency; id++ {
 		wg.Add(1)
@@ -413,12 +417,12 @@ func phase(ctx context.Context, cfg *config, sc scenario, b backend, data dataSe
 			defer wg.Done()
 			w := &worker{id: id, of: cfg.concurrency, run: run, data: data, rng: rand.New(rand.NewPCG(uint64(id), uint64(time.Now().UnixNano())))}
 			var lat []time.Duration
-			for pctx.Err() == nil && (n <= 0 || started.Add(1) <= int64(n)) {
+			for ctx.Err() == nil && more() {
 				t0 := time.Now()
-				err := sc.op(b, pctx, w)
+				err := sc.op(b, ctx, w)
 				if err != nil {
-					if pctx.Err() != nil {
-						break // the phase ended mid-operation
+					if ctx.Err() != nil {
+						break // the run was interrupted mid-operation
 					}
 					mu.Lock()
 					res.Errors++

@@ -147,3 +147,27 @@ func TestParseFlagsPreloads(t *testing.T) {
 		}
 	}
 }
+
+// TestPhaseLetsOperationsInFlightFinish ends a timed phase while every
+// worker's first operation runs: each must finish, not be cancelled (a
+// cancelled write would still commit in the server after the phase) and
+// counted, with no error.
+func TestPhaseLetsOperationsInFlightFinish(t *testing.T) {
+	t.Parallel()
+	slow := scenario{name: "slow", op: func(_ backend, ctx context.Context, _ *worker) error {
+		select {
+		case <-time.After(40 * time.Millisecond):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}}
+	var res result
+	lat, elapsed := phase(context.Background(), &config{concurrency: 3}, slow, nil, dataSet{}, "r", 5*time.Millisecond, 0, &progressPrinter{}, &res)
+	if res.Errors != 0 || len(lat) != 3 {
+		t.Fatalf("%d operations done, %d failed (%s); want 3 done, none failed", len(lat), res.Errors, res.FirstError)
+	}
+	if elapsed < 40*time.Millisecond {
+		t.Fatalf("the phase took %v, less than its operations", elapsed)
+	}
+}
