@@ -472,6 +472,7 @@ func (rq *request) batchQuery(w *batchWriter, sub *subRequest, db batchStore) {
 	}
 	rq.clipQuery(&q)
 	enc.Select = sel
+	q.Encode = enc.AppendEntityObject
 	page, err := db.QueryEntities(ctx, t.account, t.table, q)
 	if err != nil {
 		w.queryFail(rq, format, err)

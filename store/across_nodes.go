@@ -267,7 +267,7 @@ func readNode(ctx context.Context, n *node, sql string, args []any, encode func(
 		live int
 		r    nodeRow
 		raw  pgtype.DriverBytes
-		enc  encodedChunks
+		enc  chunks
 	)
 	for rows.Next() {
 		if rows.RawValues()[2] == nil { // no entity: the checks' row alone
@@ -277,7 +277,7 @@ func readNode(ctx context.Context, n *node, sql string, args []any, encode func(
 			if r.ready = encode != nil && len(a.rows) < share; r.ready {
 				r.entity, r.props = rowEntity(r.pk, r.rk, r.ts, r.xmin, raw, encode, &enc), nil
 			} else {
-				r.props = append([]byte(nil), raw...)
+				r.props = enc.keep(raw)
 			}
 			a.rows = append(a.rows, r)
 		}

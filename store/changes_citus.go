@@ -149,7 +149,7 @@ func (s *Store) citusCaptured(w *Write, op, sql string, nargs int) (string, *pen
 	if c.tag == 0 {
 		c.tag = newChangeTag()
 	}
-	if c.op != 4 {
+	if op != changeDelete {
 		c.here = s.changeStatementHere(sql, op, nargs+1)
 	}
 	key := "citus\x00" + op + "\x00" + sql

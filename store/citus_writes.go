@@ -141,23 +141,23 @@ func (s *Store) writeGuarded(ctx context.Context, account, lt string, w *Write, 
 	var tag pgconn.CommandTag
 	err := s.withTableID(ctx, account, lt, n, func(_, writes *combiner, id int64) error {
 		args[0] = id
+		submit := func(sql string, args, dest []any, g *guard, change *pendingChange) error {
+			op := &combined{key: key, sql: sql, args: args, scan: dest, guard: g, change: change, done: make(chan struct{})}
+			err := writes.submit(ctx, op)
+			tag = op.tag
+			return err
+		}
 		if d := sr.direct; d != nil && n != nil && writes == n.writes {
 			sql, args, dest, here := d.writes.recordedHere(w.change, sql, args, dest)
 			change := w.change
 			if here {
 				change = nil
 			}
-			op := &combined{key: key, sql: d.writes.statement(sql, d.shard), args: args, scan: dest, guard: d.writes.guard(id), change: change, done: make(chan struct{})}
-			err := writes.submit(ctx, op)
-			if !directRefused(err) {
-				tag = op.tag
+			if err := submit(d.writes.statement(sql, d.shard), args, dest, d.writes.guard(id), change); !directRefused(err) {
 				return err
 			}
 		}
-		op := &combined{key: key, sql: sql, args: args, scan: dest, guard: writes.tableGuard(id), change: w.change, done: make(chan struct{})}
-		err := writes.submit(ctx, op)
-		tag = op.tag
-		return err
+		return submit(sql, args, dest, writes.tableGuard(id), w.change)
 	})
 	return tag, err
 }

@@ -16,7 +16,7 @@ func TestPropsArenaRowsKeepTheirBytes(t *testing.T) {
 	}{
 		{"small rows", [][]byte{[]byte(`{"A":["s","x"]}`), []byte(`{"B":["i32",1]}`), []byte(`{}`)}},
 		{"NULL between rows", [][]byte{[]byte(`{"A":["s","x"]}`), nil, []byte(`{"B":["i32",2]}`)}},
-		{"rows past a chunk", [][]byte{bytes.Repeat([]byte("a"), 500), bytes.Repeat([]byte("b"), 700), bytes.Repeat([]byte("c"), propsChunkMax+1), []byte("d")}},
+		{"rows past a chunk", [][]byte{bytes.Repeat([]byte("a"), 500), bytes.Repeat([]byte("b"), 700), bytes.Repeat([]byte("c"), chunkMax+1), []byte("d")}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

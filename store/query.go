@@ -1,7 +1,6 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -359,29 +358,64 @@ func collectPage(rows pgx.Rows, err error, pr pageRows) (*EntityPage, error) {
 }
 
 // propsArena receives the properties of a page's rows from pgx (as a
-// pgtype.BytesScanner) and copies them into chunks that the rows share:
-// an allocation per row, as scanning into a []byte makes, costs more than
+// pgtype.BytesScanner) and keeps them in chunks that the rows share: an
+// allocation per row, as scanning into a []byte makes, costs more than
 // encoding the row's JSON. last is the latest row's, nil for NULL, and
 // cannot be appended to in place.
-type propsArena struct{ chunk, last []byte }
-
-// propsChunkMax bounds a chunk: the first is small, for the pages of one
-// entity, and each is twice the one before up to this size.
-const propsChunkMax = 64 << 10
+type propsArena struct {
+	chunks
+	last []byte
+}
 
 // ScanBytes implements pgtype.BytesScanner.
 func (a *propsArena) ScanBytes(v []byte) error {
-	if v == nil {
-		a.last = nil
-		return nil
+	a.last = nil
+	if v != nil {
+		a.last = a.keep(v)
 	}
-	if a.chunk == nil || len(v) > cap(a.chunk)-len(a.chunk) {
-		a.chunk = make([]byte, 0, max(len(v), min(2*cap(a.chunk), propsChunkMax), 512))
-	}
-	n := len(a.chunk)
-	a.chunk = append(a.chunk, v...)
-	a.last = a.chunk[n:len(a.chunk):len(a.chunk)]
 	return nil
+}
+
+// chunks holds the byte strings of a page (its rows' properties, or its
+// entities as written) in chunks that are never moved, so that each piece
+// stays a piece of one, with its own capacity: appending to it cannot
+// reach the next. The first chunk is small, for the pages of one entity;
+// each is twice the one before, up to chunkMax.
+type chunks struct{ buf []byte }
+
+const (
+	chunkMax = 64 << 10
+	// encodedRoom is the room an entity about to be written asks for: its
+	// size is known only once written. One that outgrows what is left
+	// grows its chunk into a copy, once, which leaves the pieces before it
+	// where they are.
+	encodedRoom = 4 << 10
+)
+
+// room makes room for n more bytes in the current chunk.
+func (c *chunks) room(n int) {
+	if c.buf == nil || n > cap(c.buf)-len(c.buf) {
+		c.buf = make([]byte, 0, max(n, min(2*cap(c.buf), chunkMax), 512))
+	}
+}
+
+// since is the piece from start to the end of the current chunk.
+func (c *chunks) since(start int) []byte { return c.buf[start:len(c.buf):len(c.buf)] }
+
+// keep copies v into the chunks and returns the copy.
+func (c *chunks) keep(v []byte) []byte {
+	c.room(len(v))
+	start := len(c.buf)
+	c.buf = append(c.buf, v...)
+	return c.since(start)
+}
+
+// write writes e with encode into the chunks and returns its bytes.
+func (c *chunks) write(encode func([]byte, *odata.Entity) []byte, e *odata.Entity) []byte {
+	c.room(encodedRoom)
+	start := len(c.buf)
+	c.buf = encode(c.buf, e)
+	return c.since(start)
 }
 
 // pageRows is how a page takes rows in key order: up to top entities, each
@@ -398,7 +432,7 @@ type pageFill struct {
 	page  *EntityPage
 	rows  pageRows
 	bytes int
-	enc   encodedChunks
+	enc   chunks
 }
 
 // add adds one row to the page, or notes where the next page starts. The
@@ -445,39 +479,17 @@ func (f *pageFill) put(e odata.Entity, size int) {
 
 // rowEntity is the entity of a row, written by encode into enc's chunks
 // when that is set.
-func rowEntity(pk, rk string, ts int64, xmin uint32, props []byte, encode func([]byte, *odata.Entity) []byte, enc *encodedChunks) odata.Entity {
+func rowEntity(pk, rk string, ts int64, xmin uint32, props []byte, encode func([]byte, *odata.Entity) []byte, enc *chunks) odata.Entity {
 	return encoded(odata.Entity{PartitionKey: pk, RowKey: rk, Timestamp: ts, ETag: formatETag(ts, xmin, pk, rk), Stored: props}, encode, enc)
 }
 
 // encoded is e, written by encode into enc's chunks in place of its
 // stored properties when encode is set.
-func encoded(e odata.Entity, encode func([]byte, *odata.Entity) []byte, enc *encodedChunks) odata.Entity {
+func encoded(e odata.Entity, encode func([]byte, *odata.Entity) []byte, enc *chunks) odata.Entity {
 	if encode != nil {
 		e.Encoded, e.Stored = enc.write(encode, &e), nil
 	}
 	return e
-}
-
-// encodedChunks holds encoded entities in chunks that are never moved,
-// so that each entity's Encoded stays a piece of one: a chunk with less
-// than encodedRoom left gives way to a new one of encodedChunk bytes
-// rather than grow into a copy (an entity larger than what is left still
-// grows it, once).
-type encodedChunks struct{ buf []byte }
-
-const (
-	encodedChunk = 64 << 10
-	encodedRoom  = 4 << 10
-)
-
-// write encodes e with encode and returns its bytes.
-func (c *encodedChunks) write(encode func([]byte, *odata.Entity) []byte, e *odata.Entity) []byte {
-	if cap(c.buf)-len(c.buf) < encodedRoom {
-		c.buf = make([]byte, 0, encodedChunk)
-	}
-	start := len(c.buf)
-	c.buf = encode(c.buf, e)
-	return c.buf[start:len(c.buf):len(c.buf)]
 }
 
 // emptyPageTable tells an empty page from a missing table.
@@ -528,7 +540,7 @@ func (s *Store) scanEntities(ctx context.Context, account, table string, q Entit
 	page := &EntityPage{Entities: make([]odata.Entity, 0, min(q.Top, 64))}
 	fromPK, fromRK, hasPK, hasRK := q.FromPK, q.FromRK, q.HasFromPK, q.HasFromRK
 	size := 0
-	var enc encodedChunks
+	var enc chunks
 	for {
 		args := []any{tableID}
 		where := ""
@@ -587,7 +599,7 @@ func (s *Store) scanEntities(ctx context.Context, account, table string, q Entit
 			size += len(props)
 			stored := []byte(props)
 			if q.Encode == nil {
-				stored = bytes.Clone(stored) // the driver's until the next row
+				stored = enc.keep(stored) // the driver's until the next row
 			}
 			page.Entities = append(page.Entities, rowEntity(pk, rk, ts, xmin, stored, q.Encode, &enc))
 			return nil
